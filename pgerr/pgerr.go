@@ -1,0 +1,56 @@
+// Package pgerr defines Tessera's errors that carry a Postgres SQLSTATE, so
+// that whatever layer finds a problem (topology, routing, protocol) can hand
+// the client the same kind of error Postgres itself would send.
+package pgerr
+
+import (
+	"errors"
+	"fmt"
+)
+
+// SQLSTATE codes used across Tessera. Names follow Postgres's errcodes.txt.
+const (
+	FeatureNotSupported       = "0A000"
+	InvalidParameterValue     = "22023"
+	InvalidTextRepresentation = "22P02"
+	InvalidBinaryRepresention = "22P03"
+	NumericValueOutOfRange    = "22003"
+	InvalidDatetimeFormat     = "22007"
+	DatatypeMismatch          = "42804"
+	UndefinedObject           = "42704"
+	ProtocolViolation         = "08P01"
+	InternalError             = "XX000"
+	// ConfigFileError is what Postgres uses for a bad configuration file; a
+	// bad data topology is the same kind of problem.
+	ConfigFileError = "F0000"
+)
+
+// Error is an error with a SQLSTATE, a message and an optional detail, the
+// fields of a Postgres ErrorResponse that Tessera fills.
+type Error struct {
+	Code    string
+	Message string
+	Detail  string
+}
+
+func (e *Error) Error() string {
+	if e.Detail != "" {
+		return e.Message + " (" + e.Detail + ")"
+	}
+	return e.Message
+}
+
+// New returns an Error with the given SQLSTATE and a formatted message.
+func New(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Code returns the SQLSTATE carried by err, or InternalError when err
+// carries none: an error without a code is Tessera's own fault.
+func Code(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return InternalError
+}
