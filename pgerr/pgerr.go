@@ -10,16 +10,19 @@ import (
 
 // SQLSTATE codes used across Tessera. Names follow Postgres's errcodes.txt.
 const (
-	FeatureNotSupported       = "0A000"
-	InvalidParameterValue     = "22023"
-	InvalidTextRepresentation = "22P02"
-	InvalidBinaryRepresention = "22P03"
-	NumericValueOutOfRange    = "22003"
-	InvalidDatetimeFormat     = "22007"
-	DatatypeMismatch          = "42804"
-	UndefinedObject           = "42704"
-	ProtocolViolation         = "08P01"
-	InternalError             = "XX000"
+	FeatureNotSupported          = "0A000"
+	InvalidParameterValue        = "22023"
+	InvalidTextRepresentation    = "22P02"
+	InvalidBinaryRepresention    = "22P03"
+	NumericValueOutOfRange       = "22003"
+	InvalidDatetimeFormat        = "22007"
+	DatatypeMismatch             = "42804"
+	UndefinedObject              = "42704"
+	ProtocolViolation            = "08P01"
+	CheckViolation               = "23514"
+	SerializationFailure         = "40001"
+	ObjectNotInPrerequisiteState = "55000"
+	InternalError                = "XX000"
 	// ConfigFileError is what Postgres uses for a bad configuration file; a
 	// bad data topology is the same kind of problem.
 	ConfigFileError = "F0000"
@@ -45,12 +48,22 @@ func New(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// Code returns the SQLSTATE carried by err, or InternalError when err
-// carries none: an error without a code is Tessera's own fault.
+// Coded is implemented by error types that carry a SQLSTATE without being
+// an *Error (a topology ValidationError, say).
+type Coded interface {
+	SQLState() string
+}
+
+// SQLState makes *Error a Coded.
+func (e *Error) SQLState() string { return e.Code }
+
+// Code returns the SQLSTATE carried by err or anything it wraps, or
+// InternalError when none does: an error without a code is Tessera's own
+// fault.
 func Code(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
+	var c Coded
+	if errors.As(err, &c) {
+		return c.SQLState()
 	}
 	return InternalError
 }

@@ -131,7 +131,7 @@ func (p *Placement) CheckAlternateKey(placementKey uint64, alt *ShardIndex, altK
 		return nil
 	}
 	return &pgerr.Error{
-		Code: "23514",
+		Code: pgerr.CheckViolation,
 		Message: "row's " + alt.Column() + " routes to shard " + via + " by shard index " + alt.Name +
 			", but the row is placed on shard " + home,
 		Detail: "alternate shard index keys must route to the same shard as the placement key",

@@ -56,9 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // describe adds the SQLSTATE to errors that carry one.
 func describe(err error) string {
-	var pe *pgerr.Error
-	if errors.As(err, &pe) {
-		return fmt.Sprintf("%v (SQLSTATE %s)", err, pe.Code)
+	if code := pgerr.Code(err); code != pgerr.InternalError {
+		return fmt.Sprintf("%v (SQLSTATE %s)", err, code)
 	}
 	return err.Error()
 }

@@ -1,0 +1,20 @@
+# The test command README and CI run.
+.PHONY: test build fuzz bench
+
+GO ?= go
+
+build:
+	$(GO) build -o bin/tessera ./cmd/tessera
+
+test:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# A short coverage-guided run of every fuzz target (their seed corpora
+# already run as ordinary tests in `make test`).
+fuzz:
+	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 30s ./topo/
+	$(GO) test -run XXX -fuzz FuzzCanonical -fuzztime 30s ./topo/shardfunc/
+	$(GO) test -run XXX -fuzz FuzzIntFormatsAgree -fuzztime 15s ./topo/shardfunc/
+
+bench:
+	$(GO) test -run XXX -bench . -benchmem ./topo/...

@@ -1,0 +1,186 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Kind is the kind of process a discovery record describes.
+type Kind string
+
+// The kinds of Tessera process that register themselves.
+const (
+	KindRouter  Kind = "router"
+	KindSidecar Kind = "sidecar"
+	KindWorker  Kind = "worker"
+)
+
+// The roles of the Postgres instance a sidecar runs beside.
+const (
+	RolePrimary = "primary"
+	RoleReplica = "replica"
+)
+
+func (k Kind) check() error {
+	switch k {
+	case KindRouter, KindSidecar, KindWorker:
+		return nil
+	}
+	return fmt.Errorf("unknown process kind %q (want router, sidecar or worker)", k)
+}
+
+// Record says where a live process can be reached. Its key is
+// /tessera/<cluster>/discovery/<kind>/<id>.
+type Record struct {
+	Kind Kind   `json:"kind"`
+	ID   string `json:"id"`
+	// ShardUID, InstanceID and Role describe the Postgres instance a
+	// sidecar runs beside; they are required for sidecars.
+	ShardUID   string `json:"shard_uid,omitempty"`
+	InstanceID string `json:"instance_id,omitempty"`
+	Role       string `json:"role,omitempty"` // RolePrimary or RoleReplica
+	Zone       string `json:"zone,omitempty"`
+	// PostgresAddr is the host:port of the instance's Postgres server.
+	PostgresAddr string `json:"postgres_addr,omitempty"`
+	// GRPCAddr is the host:port of the process's gRPC service.
+	GRPCAddr string `json:"grpc_addr,omitempty"`
+	// Addr is the process's own client-facing host:port, such as a
+	// router's Postgres protocol listener.
+	Addr    string    `json:"addr,omitempty"`
+	Started time.Time `json:"started,omitzero"`
+}
+
+// Check reports what is wrong with the record, if anything.
+func (r Record) Check() error {
+	var errs []error
+	if err := r.Kind.check(); err != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case r.ID == "":
+		errs = append(errs, errors.New("id is empty"))
+	case strings.Contains(r.ID, "/"):
+		errs = append(errs, fmt.Errorf("id %q contains '/'", r.ID))
+	}
+	if r.Kind == KindSidecar {
+		if r.ShardUID == "" {
+			errs = append(errs, errors.New("a sidecar record needs a shard_uid"))
+		}
+		if r.InstanceID == "" {
+			errs = append(errs, errors.New("a sidecar record needs an instance_id"))
+		}
+		if r.Role != RolePrimary && r.Role != RoleReplica {
+			errs = append(errs, fmt.Errorf("a sidecar record's role is %q, not primary or replica", r.Role))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid %s record %q: %w", r.Kind, r.ID, errors.Join(errs...))
+	}
+	return nil
+}
+
+// kindPrefix returns the prefix of every record of a kind.
+func (s *Store) kindPrefix(kind Kind) string { return s.prefix + "discovery/" + string(kind) + "/" }
+
+// RecordKey returns the etcd key of the record of a kind and id.
+func (s *Store) RecordKey(kind Kind, id string) string { return s.kindPrefix(kind) + id }
+
+// decodeRecord decodes a record, refusing one that does not match its key.
+func decodeRecord(prefix string, kv *mvccpb.KeyValue) (Record, bool) {
+	var r Record
+	if json.Unmarshal(kv.Value, &r) != nil || r.Check() != nil || prefix+r.ID != string(kv.Key) {
+		return Record{}, false
+	}
+	return r, true
+}
+
+// ListRecords returns the live records of a kind, sorted by ID. Keys under
+// the kind's prefix that do not hold a valid record are skipped: only
+// Register writes there, and one bad key must not hide every other process.
+func (s *Store) ListRecords(ctx context.Context, kind Kind) ([]Record, error) {
+	if err := kind.check(); err != nil {
+		return nil, err
+	}
+	prefix := s.kindPrefix(kind)
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("reading %s records: %w", kind, err)
+	}
+	return recordList(prefix, resp.Kvs), nil
+}
+
+func recordList(prefix string, kvs []*mvccpb.KeyValue) []Record {
+	out := []Record{}
+	for _, kv := range kvs {
+		if r, ok := decodeRecord(prefix, kv); ok {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// WatchRecords sends the live records of a kind, sorted by ID, first as
+// they are now and again after every change. It runs a goroutine until ctx
+// ends or the client is closed, then closes the channel. A reader that
+// falls behind holds the goroutine back but misses nothing. etcd failures
+// are retried quietly; meanwhile the last list sent stands.
+func (s *Store) WatchRecords(ctx context.Context, kind Kind) (<-chan []Record, error) {
+	if err := kind.check(); err != nil {
+		return nil, err
+	}
+	prefix := s.kindPrefix(kind)
+	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	resp, err := s.cli.Get(ctx, prefix, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s records: %w", kind, err)
+	}
+	// Keep the raw key-values: the list is rebuilt from them on each change.
+	kvs := map[string]*mvccpb.KeyValue{}
+	reset := func(resp *clientv3.GetResponse) {
+		clear(kvs)
+		for _, kv := range resp.Kvs {
+			kvs[string(kv.Key)] = kv
+		}
+	}
+	reset(resp)
+	out := make(chan []Record)
+	send := func() {
+		list := make([]*mvccpb.KeyValue, 0, len(kvs))
+		for _, kv := range kvs {
+			list = append(list, kv)
+		}
+		select {
+		case out <- recordList(prefix, list):
+		case <-ctx.Done():
+		}
+	}
+	go func() {
+		defer close(out)
+		send()
+		follow(ctx, s.cli, prefix, opts, resp.Header.Revision+1, follower{
+			reset: func(resp *clientv3.GetResponse) { reset(resp); send() },
+			apply: func(events []*clientv3.Event) {
+				for _, ev := range events {
+					if ev.Type == mvccpb.DELETE {
+						delete(kvs, string(ev.Kv.Key))
+					} else {
+						kvs[string(ev.Kv.Key)] = ev.Kv
+					}
+				}
+				send()
+			},
+			problem: func(error) {},
+		})
+	}()
+	return out, nil
+}
