@@ -1,0 +1,88 @@
+package pgmanager
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Fence makes the instance read-only for its clients, the step before a
+// switchover or after a lost primary comes back: ALTER SYSTEM SET
+// default_transaction_read_only = on, reload (and wait until it is in
+// effect), then terminate every client session except pgmanager's own,
+// and wait until they are gone. Sessions opened before the reload keep
+// their old default and might be inside a write transaction, which is
+// why they are ended rather than left to finish; walsenders are not
+// client sessions, so replication continues and replicas catch up. When
+// Fence returns, no session that could still write remains.
+//
+// Fencing is a guard against the cluster's own clients (only the sidecar
+// connects), not a security boundary: a session can still run SET
+// default_transaction_read_only = off, or BEGIN READ WRITE. Fence is
+// idempotent; the setting survives restarts until Unfence.
+func (i *Instance) Fence(ctx context.Context) error {
+	c, err := i.localConn(ctx)
+	if err != nil {
+		return fmt.Errorf("pgmanager: Fence: %w", err)
+	}
+	defer c.Close(ctx)
+	on := "on"
+	if err := alterSystem(ctx, c, "default_transaction_read_only", &on, "on"); err != nil {
+		return err
+	}
+	// The call is in the target list, not the WHERE clause: the planner
+	// may evaluate WHERE conditions in any order, and pg_terminate_backend
+	// must only ever see the rows that passed the filter.
+	rows, err := c.Query(ctx, `SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return fmt.Errorf("pgmanager: Fence: terminating sessions: %w", err)
+	}
+	var pids []int32
+	for rows.Next() {
+		var pid int32
+		var signalled bool
+		if err := rows.Scan(&pid, &signalled); err != nil {
+			return err
+		}
+		if signalled {
+			pids = append(pids, pid)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgmanager: Fence: terminating sessions: %w", err)
+	}
+	for _, pid := range pids {
+		for {
+			var n int
+			if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+				return fmt.Errorf("pgmanager: Fence: %w", err)
+			}
+			if n == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("pgmanager: Fence: session %d has not ended: %w", pid, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	i.log.Info("fenced", "terminated_sessions", len(pids))
+	return nil
+}
+
+// Unfence reverses Fence: ALTER SYSTEM RESET default_transaction_read_only
+// and reload; new sessions may write again (sessions are not terminated).
+func (i *Instance) Unfence(ctx context.Context) error {
+	c, err := i.localConn(ctx)
+	if err != nil {
+		return fmt.Errorf("pgmanager: Unfence: %w", err)
+	}
+	defer c.Close(ctx)
+	if err := alterSystem(ctx, c, "default_transaction_read_only", nil, "off"); err != nil {
+		return err
+	}
+	i.log.Info("unfenced")
+	return nil
+}

@@ -1,0 +1,49 @@
+package pgmanager
+
+import (
+	"testing"
+)
+
+func TestFence(t *testing.T) {
+	t.Parallel()
+	inst := startPrimary(t, "fence", nil)
+	ctx := testCtx(t)
+	execSQL(t, inst, "CREATE TABLE f (id int)")
+
+	// A session in the middle of a write transaction.
+	sess := dial(t, inst)
+	if _, err := sess.Exec(ctx, "BEGIN; INSERT INTO f VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := inst.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.Exec(ctx, "INSERT INTO f VALUES (2); COMMIT"); err == nil {
+		t.Fatal("a session opened before Fence could still write")
+	}
+	wantSQLState(t, tryExec(inst, "INSERT INTO f VALUES (3)"), "25006")
+	if got := mustQuery(t, inst, "SELECT count(*)::text FROM f"); got != "0" {
+		t.Fatalf("fenced table has %s rows; the open transaction must have been rolled back", got)
+	}
+	st, err := inst.Status(ctx)
+	if err != nil || !st.Fenced {
+		t.Fatalf("Status = %+v, %v; want Fenced", st, err)
+	}
+
+	// The fence survives a restart and a second Fence.
+	if err := inst.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := inst.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantSQLState(t, tryExec(inst, "INSERT INTO f VALUES (4)"), "25006")
+
+	if err := inst.Unfence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, inst, "INSERT INTO f VALUES (5)")
+	if st, err := inst.Status(ctx); err != nil || st.Fenced {
+		t.Fatalf("Status after Unfence = %+v, %v", st, err)
+	}
+}
