@@ -1,5 +1,20 @@
 // Package sidecar runs beside one Postgres instance and is the only way
-// routers and operations reach it: it pools connections, executes router
-// requests and streams back Postgres's own response bytes, and reports the
-// instance's health and role.
+// routers and operations reach it.
+//
+// It serves the gRPC API in sidecarpb. A Session stream carries one
+// router session's batches of Postgres frontend messages; the answers are
+// the backend's own message bytes, streamed in chunks as they arrive and
+// never decoded beyond message framing (seed 003). Connections come from a
+// pool per (database, user) over the instance's private unix socket, and
+// are held per statement, per transaction or per session. Prepared
+// statements are named by content, so a statement any session prepared is
+// re-prepared on whichever backend lacks it. Health is pushed to every
+// subscriber on change and periodically; operation RPCs (promote, fence,
+// rewind, ...) delegate to the Manager, a pgmanager.Instance. Every call
+// must carry the cluster's shared secret; TLS is optional.
+//
+// Files: server.go (lifecycle, registration), session.go (the Session
+// RPC and pinning), pool.go and pools.go (pooling), backend.go (one
+// Postgres connection), wire.go (message framing), health.go, ops.go,
+// auth.go, client.go (the Go client).
 package sidecar

@@ -1,0 +1,301 @@
+package sidecar
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tesseradb/tessera/pgerr"
+)
+
+// chunkSize is the size at which a batch's answer is sent on to the
+// router: large results stream through in pieces, never held whole.
+const chunkSize = 32 << 10
+
+// backend is one Postgres connection owned by a pool. It is used by one
+// goroutine at a time: the pool hands it to a session, which hands it back.
+type backend struct {
+	conn    net.Conn
+	r       *bufio.Reader
+	pid     uint32
+	secret  []byte
+	expires time.Time // end of its (jittered) lifetime
+	idleAt  time.Time // when it last went back to the pool
+
+	txStatus byte // from the last ReadyForQuery: 'I', 'T' or 'E'
+	// settings is the canonical form of the session settings applied by
+	// applySettings; "" is the server default.
+	settings string
+	// prepared holds the names of the statements prepared on this
+	// connection. Names are content-derived, so a name present means the
+	// right statement is present.
+	prepared map[string]struct{}
+	broken   bool
+}
+
+// dialBackend opens a connection over the instance's private unix socket
+// and takes it over from pgconn after startup, to speak raw protocol.
+func dialBackend(ctx context.Context, connString string, lifetime time.Duration) (*backend, error) {
+	conn, err := pgconn.Connect(ctx, connString)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return nil, &pgerr.Error{Code: pe.Code, Message: pe.Message}
+		}
+		return nil, pgerr.New("08006", "connecting to postgres: %v", err)
+	}
+	h, err := conn.Hijack()
+	if err != nil {
+		conn.Close(ctx)
+		return nil, pgerr.New(pgerr.InternalError, "taking over postgres connection: %v", err)
+	}
+	return &backend{
+		conn:     h.Conn,
+		r:        bufio.NewReaderSize(h.Conn, 64<<10),
+		pid:      h.PID,
+		secret:   h.SecretKey,
+		expires:  time.Now().Add(lifetime),
+		txStatus: 'I',
+		prepared: map[string]struct{}{},
+	}, nil
+}
+
+func (b *backend) close() {
+	b.broken = true
+	// Terminate tells Postgres to end the backend at once rather than
+	// noticing the closed socket later.
+	b.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	b.conn.Write([]byte{'X', 0, 0, 0, 4})
+	b.conn.Close()
+}
+
+// alive reports whether an idle connection is still usable: nothing may
+// have arrived while it sat in the pool (Postgres sends a FATAL error
+// before it terminates a backend) and the socket must be open.
+func (b *backend) alive() bool {
+	if b.broken || b.r.Buffered() > 0 {
+		return false
+	}
+	b.conn.SetReadDeadline(time.Now())
+	_, err := b.r.Peek(1)
+	b.conn.SetReadDeadline(time.Time{})
+	return errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// answer receives a batch's answer in chunks.
+type answer func(chunk []byte, done bool, txStatus byte, copyIn bool) error
+
+// exchange writes frontend messages and streams the backend's messages to
+// emit until ReadyForQuery, or CopyInResponse when the backend waits for
+// COPY data. The first strip ParseComplete messages are dropped: they
+// answer Parse messages the sidecar injected, which the router never sent.
+// buf is scratch space for the chunks. A failure of the connection is
+// reported to the router as an ErrorResponse and ReadyForQuery, and marks
+// the backend broken.
+//
+// It returns the scratch buffer (grown, perhaps) for reuse and how many
+// ParseComplete messages it stripped.
+func (b *backend) exchange(frontend []byte, strip int, buf []byte, emit answer) ([]byte, int, error) {
+	stripped := 0
+	if _, err := b.conn.Write(frontend); err != nil {
+		buf, err = b.lost(buf[:0], err, emit)
+		return buf, stripped, err
+	}
+	chunk := buf[:0]
+	for {
+		start := len(chunk)
+		var typ byte
+		var err error
+		chunk, typ, err = readMessage(b.r, chunk)
+		if err != nil {
+			chunk, err = b.lost(chunk, err, emit)
+			return chunk, stripped, err
+		}
+		switch typ {
+		case msgParseComplete:
+			if stripped < strip {
+				stripped++
+				chunk = chunk[:start]
+			}
+		case msgReadyForQuery:
+			b.txStatus = chunk[len(chunk)-1]
+			return chunk, stripped, b.send(emit, chunk, true, b.txStatus, false)
+		case msgCopyInResponse:
+			return chunk, stripped, b.send(emit, chunk, true, 'T', true)
+		case msgCopyBoth:
+			b.close()
+			chunk = appendErrorResponse(chunk[:start], "ERROR", pgerr.FeatureNotSupported, "COPY BOTH (replication) is not supported through the sidecar")
+			return chunk, stripped, b.send(emit, appendReadyForQuery(chunk, 'I'), true, 'I', false)
+		}
+		if len(chunk) >= chunkSize {
+			if err := b.send(emit, chunk, false, 0, false); err != nil {
+				return chunk, stripped, err
+			}
+			chunk = chunk[:0]
+		}
+	}
+}
+
+// send passes a chunk on; if the router is gone the backend is in an
+// unknown state mid-answer, so it is marked broken and will be closed.
+func (b *backend) send(emit answer, chunk []byte, done bool, tx byte, copyIn bool) error {
+	if err := emit(chunk, done, tx, copyIn); err != nil {
+		b.broken = true
+		return err
+	}
+	return nil
+}
+
+// lost ends a batch whose connection failed.
+func (b *backend) lost(chunk []byte, cause error, emit answer) ([]byte, error) {
+	b.close()
+	chunk = appendErrorResponse(chunk, "ERROR", "08006", "lost the connection to postgres: "+cause.Error())
+	chunk = appendReadyForQuery(chunk, 'I')
+	b.txStatus = 'I'
+	return chunk, emit(chunk, true, 'I', false)
+}
+
+// simple runs internal SQL (settings, reset) and discards its answer,
+// returning the first error Postgres reported.
+func (b *backend) simple(sql string) error {
+	if _, err := b.conn.Write(appendQuery(nil, sql)); err != nil {
+		b.close()
+		return err
+	}
+	return b.drain()
+}
+
+// drain reads up to ReadyForQuery, returning the first ErrorResponse.
+func (b *backend) drain() error {
+	var first error
+	var msg []byte
+	for {
+		var typ byte
+		var err error
+		msg, typ, err = readMessage(b.r, msg[:0])
+		if err != nil {
+			b.close()
+			return err
+		}
+		switch typ {
+		case msgErrorResponse:
+			if first == nil {
+				first = parseErrorResponse(msg[5:])
+			}
+		case msgReadyForQuery:
+			b.txStatus = msg[5]
+			return first
+		}
+	}
+}
+
+// parseErrorResponse decodes the fields of an ErrorResponse body that an
+// internal query's failure needs.
+func parseErrorResponse(body []byte) error {
+	e := &pgerr.Error{Code: pgerr.InternalError}
+	for len(body) > 1 {
+		t := body[0]
+		end := 1
+		for end < len(body) && body[end] != 0 {
+			end++
+		}
+		v := string(body[1:end])
+		switch t {
+		case 'C':
+			e.Code = v
+		case 'M':
+			e.Message = v
+		case 'D':
+			e.Detail = v
+		}
+		if end >= len(body) {
+			break
+		}
+		body = body[end+1:]
+	}
+	return e
+}
+
+// resetSQL removes everything a session may have left on a connection,
+// as DISCARD ALL does, except prepared statements: those are shared by
+// content-derived name across sessions and stay valid.
+const resetSQL = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; " +
+	"SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
+
+// reset makes a session-pinned connection clean for its next user.
+func (b *backend) reset() error {
+	sql := resetSQL
+	if b.txStatus != 'I' {
+		sql = "ROLLBACK; " + sql
+	}
+	if err := b.simple(sql); err != nil {
+		return err
+	}
+	b.settings = ""
+	return nil
+}
+
+// rollback ends a transaction the session left open.
+func (b *backend) rollback() error {
+	if b.txStatus == 'I' {
+		return nil
+	}
+	return b.simple("ROLLBACK")
+}
+
+// settingsKey is the canonical form of a set of settings.
+func settingsKey(settings []setting) string {
+	if len(settings) == 0 {
+		return ""
+	}
+	sorted := append([]setting(nil), settings...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+	var sb strings.Builder
+	for _, s := range sorted {
+		sb.WriteString(s.name)
+		sb.WriteByte(0)
+		sb.WriteString(s.value)
+		sb.WriteByte(0)
+	}
+	return sb.String()
+}
+
+type setting struct{ name, value string }
+
+// applySettings gives the connection exactly the session's settings, when
+// they differ from what it has and no transaction is open (inside one the
+// pinned connection already carries the session's state).
+func (b *backend) applySettings(settings []setting, key string) error {
+	if key == b.settings || b.txStatus != 'I' {
+		return nil
+	}
+	var sb strings.Builder
+	sb.WriteString("RESET ALL")
+	for _, s := range settings {
+		fmt.Fprintf(&sb, "; SELECT pg_catalog.set_config(%s, %s, false)", quoteLiteral(s.name), quoteLiteral(s.value))
+	}
+	if err := b.simple(sb.String()); err != nil {
+		// A half-applied set of settings is unknown state.
+		b.settings = "\x00unknown"
+		return err
+	}
+	b.settings = key
+	return nil
+}
+
+// quoteLiteral quotes a string as an SQL literal that means the same
+// whatever standard_conforming_strings is.
+func quoteLiteral(s string) string {
+	if strings.ContainsRune(s, '\\') {
+		return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}

@@ -1,0 +1,120 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
+
+// Client is a connection to one sidecar, for routers and workflows.
+type Client struct {
+	pb.SidecarClient
+	conn *grpc.ClientConn
+}
+
+// DialOptions say how to reach a sidecar.
+type DialOptions struct {
+	// Secret is the cluster credential.
+	Secret string
+	// TLS, when set, is used for the connection; otherwise it is
+	// plaintext (loopback and private networks only).
+	TLS *tls.Config
+}
+
+// Dial connects to the sidecar at addr. The connection is made lazily;
+// the first call reports an unreachable sidecar.
+func Dial(addr string, opts DialOptions) (*Client, error) {
+	transport := insecure.NewCredentials()
+	if opts.TLS != nil {
+		transport = credentials.NewTLS(opts.TLS)
+	}
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(transport),
+		grpc.WithPerRPCCredentials(secretCredentials{secret: opts.Secret, requireTLS: opts.TLS != nil}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{SidecarClient: pb.NewSidecarClient(conn), conn: conn}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// ClientSession is one open Session stream.
+type ClientSession struct {
+	stream pb.Sidecar_SessionClient
+	cancel context.CancelFunc
+}
+
+// OpenSession opens a session as user on database. End it with Close,
+// which returns any pinned backend to the pool clean.
+func (c *Client) OpenSession(ctx context.Context, database, user string) (*ClientSession, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := c.Session(ctx)
+	if err != nil {
+		cancel()
+		return nil, ErrorFromStatus(err)
+	}
+	if err := stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.Open{Database: database, User: user}}}); err != nil {
+		cancel()
+		return nil, ErrorFromStatus(err)
+	}
+	return &ClientSession{stream: stream, cancel: cancel}, nil
+}
+
+// Result is how a batch ended.
+type Result struct {
+	TxStatus pb.TxStatus
+	CopyIn   bool
+}
+
+// Run sends a batch and passes each chunk of the answer to fn, which must
+// not keep the slice.
+func (s *ClientSession) Run(batch *pb.Batch, fn func(chunk []byte) error) (Result, error) {
+	if err := s.stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Batch{Batch: batch}}); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The server ended the stream; its status says why.
+			_, err = s.stream.Recv()
+		}
+		return Result{}, ErrorFromStatus(err)
+	}
+	for {
+		resp, err := s.stream.Recv()
+		if err != nil {
+			return Result{}, ErrorFromStatus(err)
+		}
+		if len(resp.Backend) > 0 {
+			if err := fn(resp.Backend); err != nil {
+				return Result{}, err
+			}
+		}
+		if resp.Done {
+			return Result{TxStatus: resp.TxStatus, CopyIn: resp.CopyIn}, nil
+		}
+	}
+}
+
+// Close ends the session and waits for the sidecar to finish with it.
+func (s *ClientSession) Close() error {
+	defer s.cancel()
+	if err := s.stream.CloseSend(); err != nil {
+		return err
+	}
+	for {
+		if _, err := s.stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return ErrorFromStatus(err)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgmanager"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
+
+// Status implements the Status RPC.
+func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.InstanceStatus, error) {
+	return s.instanceStatus(ctx)
+}
+
+func (s *Server) instanceStatus(ctx context.Context) (*pb.InstanceStatus, error) {
+	h := s.observe(ctx)
+	out := &pb.InstanceStatus{Health: h, PostgresAddr: s.cfg.PostgresAddr}
+	if h.Error != "" {
+		return out, nil
+	}
+	ps, err := s.cfg.Manager.Status(ctx)
+	if err != nil {
+		return out, nil
+	}
+	out.SynchronousStandbyNames = ps.SynchronousStandbyNames
+	for _, r := range ps.Replicas {
+		out.Replicas = append(out.Replicas, &pb.ReplicaStatus{
+			ApplicationName: r.ApplicationName,
+			State:           r.State,
+			SentLsn:         r.SentLSN.String(),
+			ReplayLsn:       r.ReplayLSN.String(),
+			SyncState:       r.SyncState,
+		})
+	}
+	return out, nil
+}
+
+// operate runs one operation and answers with the status after it.
+func (s *Server) operate(ctx context.Context, op func(context.Context) error) (*pb.InstanceStatus, error) {
+	if err := op(ctx); err != nil {
+		return nil, statusError(asPgError(err))
+	}
+	s.kickHealth()
+	return s.instanceStatus(ctx)
+}
+
+// asPgError gives an operation's failure a SQLSTATE if it has none.
+func asPgError(err error) error {
+	var c pgerr.Coded
+	if errors.As(err, &c) {
+		return err
+	}
+	return pgerr.New("55000", "%v", err)
+}
+
+func endpoint(e *pb.Endpoint) (pgmanager.Endpoint, error) {
+	if e == nil || e.Host == "" || e.Port <= 0 || e.Port > 65535 {
+		return pgmanager.Endpoint{}, pgerr.New(pgerr.InvalidParameterValue, "a primary endpoint with host and port is required")
+	}
+	return pgmanager.Endpoint{Host: e.Host, Port: int(e.Port)}, nil
+}
+
+// Promote implements the Promote RPC.
+func (s *Server) Promote(ctx context.Context, _ *pb.PromoteRequest) (*pb.InstanceStatus, error) {
+	return s.operate(ctx, s.cfg.Manager.Promote)
+}
+
+// Fence implements the Fence RPC.
+func (s *Server) Fence(ctx context.Context, _ *pb.FenceRequest) (*pb.InstanceStatus, error) {
+	return s.operate(ctx, s.cfg.Manager.Fence)
+}
+
+// Unfence implements the Unfence RPC.
+func (s *Server) Unfence(ctx context.Context, _ *pb.UnfenceRequest) (*pb.InstanceStatus, error) {
+	return s.operate(ctx, s.cfg.Manager.Unfence)
+}
+
+// SetSynchronousStandbys implements the SetSynchronousStandbys RPC.
+func (s *Server) SetSynchronousStandbys(ctx context.Context, req *pb.SetSynchronousStandbysRequest) (*pb.InstanceStatus, error) {
+	return s.operate(ctx, func(ctx context.Context) error {
+		return s.cfg.Manager.SetSynchronousStandbys(ctx, req.Names)
+	})
+}
+
+// FollowPrimary implements the FollowPrimary RPC.
+func (s *Server) FollowPrimary(ctx context.Context, req *pb.FollowPrimaryRequest) (*pb.InstanceStatus, error) {
+	primary, err := endpoint(req.Primary)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	return s.operate(ctx, func(ctx context.Context) error { return s.cfg.Manager.FollowPrimary(ctx, primary) })
+}
+
+// Rewind implements the Rewind RPC: the instance, a former primary, is
+// rewound onto primary's timeline and rejoins as its replica.
+func (s *Server) Rewind(ctx context.Context, req *pb.RewindRequest) (*pb.InstanceStatus, error) {
+	primary, err := endpoint(req.Primary)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	// The pools' connections die with the restart; drop them now.
+	s.pools.closeIdle()
+	return s.operate(ctx, func(ctx context.Context) error { return s.cfg.Manager.Rewind(ctx, primary) })
+}
+
+// hostPort splits a host:port address.
+func hostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	return host, port, err
+}

@@ -1,0 +1,220 @@
+package sidecar
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/tesseradb/tessera/pgerr"
+)
+
+// PoolConfig sizes each (database, user) pool.
+type PoolConfig struct {
+	// Capacity is the most connections the pool opens.
+	Capacity int
+	// MinIdle connections are kept open even when unused.
+	MinIdle int
+	// MaxLifetime closes a connection after this long, jittered by up to
+	// a fifth so that connections opened together do not all close
+	// together.
+	MaxLifetime time.Duration
+	// MaxWait bounds how long a session waits for a connection when all
+	// are busy; then it gets SQLSTATE 53300.
+	MaxWait time.Duration
+	// IdleTimeout closes connections idle in the pool for this long
+	// (beyond MinIdle).
+	IdleTimeout time.Duration
+	// IdleInTransactionTimeout ends a session that keeps a transaction
+	// open without sending anything for this long, as Postgres's
+	// idle_in_transaction_session_timeout does; 0 disables it.
+	IdleInTransactionTimeout time.Duration
+}
+
+// DefaultPoolConfig suits a small machine.
+var DefaultPoolConfig = PoolConfig{
+	Capacity:                 20,
+	MinIdle:                  0,
+	MaxLifetime:              30 * time.Minute,
+	MaxWait:                  5 * time.Second,
+	IdleTimeout:              5 * time.Minute,
+	IdleInTransactionTimeout: 10 * time.Minute,
+}
+
+// pool holds the connections of one (database, user). Connections are
+// handed out most-recently-used first, so that the idle ones age out.
+type pool struct {
+	database, user string
+	connString     string
+	cfg            PoolConfig
+
+	mu      sync.Mutex
+	open    int        // connections open: idle plus checked out plus being dialled
+	idle    []*backend // stack, most recently returned last
+	waiters []chan struct{}
+	closed  bool
+}
+
+func newPool(database, user, connString string, cfg PoolConfig) *pool {
+	return &pool{database: database, user: user, connString: connString, cfg: cfg}
+}
+
+// get checks a connection out, dialling one if there is room, or waiting
+// up to MaxWait for one to come back.
+func (p *pool) get(ctx context.Context) (*backend, error) {
+	deadline := time.NewTimer(p.cfg.MaxWait)
+	defer deadline.Stop()
+	p.mu.Lock()
+	for {
+		if p.closed {
+			p.mu.Unlock()
+			return nil, pgerr.New("57P01", "the sidecar is shutting down")
+		}
+		if n := len(p.idle); n > 0 {
+			b := p.idle[n-1]
+			p.idle = p.idle[:n-1]
+			p.mu.Unlock()
+			if time.Now().Before(b.expires) && b.alive() {
+				return b, nil
+			}
+			b.close()
+			p.mu.Lock()
+			p.open--
+			continue
+		}
+		if p.open < p.cfg.Capacity {
+			p.open++
+			p.mu.Unlock()
+			b, err := dialBackend(ctx, p.connString, p.lifetime())
+			if err != nil {
+				p.mu.Lock()
+				p.open--
+				p.wakeOne()
+				p.mu.Unlock()
+				return nil, err
+			}
+			return b, nil
+		}
+		w := make(chan struct{}, 1)
+		p.waiters = append(p.waiters, w)
+		p.mu.Unlock()
+		select {
+		case <-w:
+			p.mu.Lock()
+		case <-deadline.C:
+			p.drop(w)
+			return nil, pgerr.New("53300", "sidecar pool for database %q, user %q is exhausted: all %d connections stayed busy for %s",
+				p.database, p.user, p.cfg.Capacity, p.cfg.MaxWait)
+		case <-ctx.Done():
+			p.drop(w)
+			return nil, pgerr.New("57014", "canceled while waiting for a connection: %v", ctx.Err())
+		}
+	}
+}
+
+// drop removes a waiter that gave up; if it was woken meanwhile, the
+// wake-up passes to the next waiter so that none is lost.
+func (p *pool) drop(w chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.waiters {
+		if x == w {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			return
+		}
+	}
+	p.wakeOne()
+}
+
+// wakeOne wakes the longest waiter. p.mu must be held.
+func (p *pool) wakeOne() {
+	if len(p.waiters) > 0 {
+		w := p.waiters[0]
+		p.waiters = p.waiters[1:]
+		w <- struct{}{}
+	}
+}
+
+// put returns a connection. A broken or expired one is closed instead.
+func (p *pool) put(b *backend) {
+	keep := !b.broken && b.txStatus == 'I' && time.Now().Before(b.expires)
+	p.mu.Lock()
+	keep = keep && !p.closed
+	if keep {
+		b.idleAt = time.Now()
+		p.idle = append(p.idle, b)
+	} else {
+		p.open--
+	}
+	p.wakeOne()
+	p.mu.Unlock()
+	if !keep {
+		b.close()
+	}
+}
+
+// lifetime returns MaxLifetime less up to a fifth, at random.
+func (p *pool) lifetime() time.Duration {
+	return p.cfg.MaxLifetime - time.Duration(rand.Int64N(int64(p.cfg.MaxLifetime)/5+1))
+}
+
+// maintain closes connections idle too long or past their lifetime and
+// opens connections up to MinIdle. The server calls it periodically.
+func (p *pool) maintain(ctx context.Context) {
+	now := time.Now()
+	var stale []*backend
+	p.mu.Lock()
+	keep := p.idle[:0]
+	for i, b := range p.idle {
+		// The oldest-returned connections are first in the stack.
+		surplus := len(p.idle)-i > p.cfg.MinIdle
+		if !now.Before(b.expires) || (surplus && now.Sub(b.idleAt) > p.cfg.IdleTimeout) {
+			stale = append(stale, b)
+			p.open--
+			continue
+		}
+		keep = append(keep, b)
+	}
+	p.idle = keep
+	missing := min(p.cfg.MinIdle-len(p.idle), p.cfg.Capacity-p.open)
+	p.open += max(missing, 0)
+	p.mu.Unlock()
+	for _, b := range stale {
+		b.close()
+	}
+	for i := 0; i < missing; i++ {
+		b, err := dialBackend(ctx, p.connString, p.lifetime())
+		if err != nil {
+			p.mu.Lock()
+			p.open -= missing - i
+			p.mu.Unlock()
+			return
+		}
+		p.put(b)
+	}
+}
+
+// stats reports open and idle connection counts.
+func (p *pool) stats() (open, idle int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.open, len(p.idle)
+}
+
+// close closes the idle connections and refuses new checkouts; checked
+// out ones close when they come back.
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.open -= len(idle)
+	for _, w := range p.waiters {
+		w <- struct{}{}
+	}
+	p.waiters = nil
+	p.mu.Unlock()
+	for _, b := range idle {
+		b.close()
+	}
+}

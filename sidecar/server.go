@@ -1,0 +1,183 @@
+package sidecar
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/tesseradb/tessera/pgerr"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+	"github.com/tesseradb/tessera/topo/store"
+)
+
+// Server is a running sidecar.
+//
+// Goroutines: Start runs the gRPC server, the health monitor and the pool
+// upkeep, each until Stop; gRPC runs one goroutine per call, and a Session
+// call owns its backend while it holds one. Stop stops accepting calls,
+// ends open streams, closes the pools and removes the registration.
+type Server struct {
+	pb.UnimplementedSidecarServer
+
+	cfg        Config
+	log        *slog.Logger
+	grpc       *grpc.Server
+	lis        net.Listener
+	pools      pools
+	health     health
+	healthKick chan struct{}
+	stopping   chan struct{}
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+
+	regMu sync.Mutex
+	reg   *store.Registration
+}
+
+// New validates cfg and builds a sidecar; Start runs it.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, pgerr.New(pgerr.ConfigFileError, "sidecar %s: %v", cfg.InstanceID, err)
+	}
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unaryAuth(cfg.Secret)),
+		grpc.ChainStreamInterceptor(streamAuth(cfg.Secret)),
+		grpc.MaxRecvMsgSize(64 << 20),
+	}
+	if cfg.TLSCertFile != "" {
+		creds, err := credentials.NewServerTLSFromFile(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, pgerr.New(pgerr.ConfigFileError, "sidecar TLS: %v", err)
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	s := &Server{
+		cfg:        cfg,
+		log:        cfg.Logger.With("shard", cfg.ShardUID, "instance", cfg.InstanceID),
+		grpc:       grpc.NewServer(opts...),
+		pools:      pools{cfg: cfg.Pool, connStr: cfg.Manager.ConnConfig},
+		healthKick: make(chan struct{}, 1),
+		stopping:   make(chan struct{}),
+	}
+	pb.RegisterSidecarServer(s.grpc, s)
+	return s, nil
+}
+
+// Start listens and serves in the background. It returns once the first
+// health observation is made and, with a Store, the sidecar is registered.
+func (s *Server) Start(ctx context.Context) error {
+	lis, err := net.Listen("tcp", s.cfg.ListenAddr)
+	if err != nil {
+		return err
+	}
+	s.lis = lis
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.health.publish(s.observe(ctx))
+	if s.cfg.Store != nil {
+		if err := s.register(ctx, s.health.latest().Role); err != nil {
+			cancel()
+			lis.Close()
+			return err
+		}
+	}
+	s.wg.Add(3)
+	go func() { defer s.wg.Done(); s.grpc.Serve(lis) }()
+	go func() { defer s.wg.Done(); s.monitor(runCtx) }()
+	go func() { defer s.wg.Done(); s.pools.maintain(runCtx, time.Second) }()
+	s.log.Info("sidecar serving", "addr", s.Addr())
+	return nil
+}
+
+// Addr is the address the gRPC server listens on.
+func (s *Server) Addr() string {
+	if s.lis == nil {
+		return ""
+	}
+	return s.lis.Addr().String()
+}
+
+func (s *Server) advertised() string {
+	if s.cfg.AdvertiseAddr != "" {
+		return s.cfg.AdvertiseAddr
+	}
+	return s.Addr()
+}
+
+// Stop stops the sidecar; calls in flight end, pinned backends are
+// cleaned or closed, the registration disappears. Idempotent.
+func (s *Server) Stop(ctx context.Context) {
+	select {
+	case <-s.stopping:
+		return
+	default:
+	}
+	close(s.stopping)
+	if s.cancel != nil {
+		s.cancel()
+	}
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+	case <-time.After(5 * time.Second):
+		s.grpc.Stop()
+	}
+	s.wg.Wait()
+	s.pools.close()
+	s.regMu.Lock()
+	if s.reg != nil {
+		s.reg.Close(ctx)
+		s.reg = nil
+	}
+	s.regMu.Unlock()
+}
+
+// register publishes the sidecar in the topology service.
+func (s *Server) register(ctx context.Context, role string) error {
+	if role == "" {
+		role = store.RolePrimary
+	}
+	reg, err := s.cfg.Store.Register(ctx, s.record(role), s.cfg.RegistrationTTL)
+	if err != nil {
+		return err
+	}
+	s.regMu.Lock()
+	s.reg = reg
+	s.regMu.Unlock()
+	return nil
+}
+
+func (s *Server) record(role string) store.Record {
+	return store.Record{
+		Kind:         store.KindSidecar,
+		ID:           s.cfg.InstanceID,
+		ShardUID:     s.cfg.ShardUID,
+		InstanceID:   s.cfg.InstanceID,
+		Role:         role,
+		Zone:         s.cfg.Zone,
+		PostgresAddr: s.cfg.PostgresAddr,
+		GRPCAddr:     s.advertised(),
+	}
+}
+
+// roleChanged keeps the registered role current.
+func (s *Server) roleChanged(ctx context.Context, role string) {
+	s.regMu.Lock()
+	reg := s.reg
+	s.regMu.Unlock()
+	if reg == nil || role == "" {
+		return
+	}
+	if err := reg.Update(ctx, s.record(role)); err != nil {
+		s.log.Warn("updating registration", "role", role, "err", err)
+	}
+}

@@ -1,0 +1,240 @@
+package sidecar
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tesseradb/tessera/pgerr"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
+
+// session serves one Session stream: one router session's work on this
+// instance. Its goroutine is the stream handler's; the only other
+// goroutine that touches it is the idle-in-transaction timer, under mu.
+type session struct {
+	srv    *Server
+	pool   *pool
+	stream pb.Sidecar_SessionServer
+	buf    []byte // scratch for answer chunks, reused across batches
+
+	mu            sync.Mutex
+	pinned        *backend // held across batches, or nil
+	sessionPinned bool     // pinned for the whole session (SESSION mode)
+	copyIn        bool     // COPY FROM STDIN waits for data
+	timer         *time.Timer
+	timedOut      bool // the idle-in-transaction timeout ended the session
+}
+
+// Session implements the Session RPC.
+func (s *Server) Session(stream pb.Sidecar_SessionServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	open := first.GetOpen()
+	if open == nil || open.Database == "" || open.User == "" {
+		return statusError(pgerr.New(pgerr.ProtocolViolation, "a session must open with a database and a user"))
+	}
+	sess := &session{srv: s, pool: s.pools.pool(open.Database, open.User), stream: stream, buf: make([]byte, 0, chunkSize+8<<10)}
+	defer sess.end()
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil // the router ended the session
+		}
+		batch := req.GetBatch()
+		if batch == nil {
+			return statusError(pgerr.New(pgerr.ProtocolViolation, "expected a batch"))
+		}
+		if err := sess.batch(stream.Context(), batch); err != nil {
+			return err
+		}
+	}
+}
+
+// reply sends a whole answer the sidecar made itself (an error).
+func (sess *session) reply(msgs []byte, tx byte) error {
+	return sess.stream.Send(&pb.SessionResponse{Backend: msgs, Done: true, TxStatus: txStatus(tx)})
+}
+
+func (sess *session) fail(err error) error {
+	tx := byte('I')
+	if sess.pinned != nil {
+		tx = sess.pinned.txStatus
+	}
+	return sess.reply(appendReadyForQuery(appendError(nil, err), tx), tx)
+}
+
+func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
+	sess.mu.Lock()
+	if sess.timer != nil {
+		sess.timer.Stop()
+		sess.timer = nil
+	}
+	timedOut := sess.timedOut
+	sess.mu.Unlock()
+	if timedOut {
+		msg := appendErrorResponse(nil, "FATAL", "25P03", "terminating connection due to idle-in-transaction timeout")
+		sess.stream.Send(&pb.SessionResponse{Backend: msg, Done: true, TxStatus: pb.TxStatus_IDLE})
+		return statusError(pgerr.New("25P03", "session ended by the idle-in-transaction timeout"))
+	}
+
+	ending, err := frontendEnding(req.Frontend)
+	if err != nil {
+		return sess.fail(err)
+	}
+	if ending == 'd' && !sess.copyIn {
+		return sess.fail(pgerr.New(pgerr.ProtocolViolation, "CopyData outside COPY FROM STDIN"))
+	}
+	if ending == 'H' {
+		return sess.fail(pgerr.New(pgerr.FeatureNotSupported, "a batch must end with Sync or Query, not Flush"))
+	}
+
+	b := sess.pinned
+	if b == nil {
+		if b, err = sess.pool.get(ctx); err != nil {
+			return sess.fail(err)
+		}
+	}
+	if sess.copyIn && ending == 'd' {
+		// More COPY data: Postgres answers only at CopyDone or CopyFail.
+		if _, err := b.conn.Write(req.Frontend); err != nil {
+			b.close()
+			sess.release(b)
+			return sess.fail(pgerr.New("08006", "lost the connection to postgres during COPY: %v", err))
+		}
+		return sess.stream.Send(&pb.SessionResponse{Done: true, TxStatus: pb.TxStatus_IN_TRANSACTION, CopyIn: true})
+	}
+
+	if len(req.Settings) > 0 || b.settings != "" {
+		settings := make([]setting, len(req.Settings))
+		for i, s := range req.Settings {
+			settings[i] = setting{s.Name, s.Value}
+		}
+		if err := b.applySettings(settings, settingsKey(settings)); err != nil {
+			sess.keepOrRelease(b, req.Mode, false)
+			return sess.fail(err)
+		}
+	}
+
+	frontend := req.Frontend
+	var injected []*pb.PreparedStatement
+	for _, ps := range req.Prepared {
+		if _, ok := b.prepared[ps.Name]; !ok {
+			injected = append(injected, ps)
+		}
+	}
+	if len(injected) > 0 {
+		var prefix []byte
+		for _, ps := range injected {
+			prefix = appendParse(prefix, ps.Name, ps.Query, ps.ParamOids)
+		}
+		frontend = append(prefix, req.Frontend...)
+	}
+
+	var copyIn bool
+	buf, stripped, err := b.exchange(frontend, len(injected), sess.buf, func(chunk []byte, done bool, tx byte, ci bool) error {
+		copyIn = ci
+		return sess.stream.Send(&pb.SessionResponse{Backend: chunk, Done: done, TxStatus: txStatus(tx), CopyIn: ci})
+	})
+	sess.buf = buf[:0]
+	for _, ps := range injected[:stripped] {
+		b.prepared[ps.Name] = struct{}{}
+	}
+	sess.copyIn = copyIn && !b.broken
+	sess.keepOrRelease(b, req.Mode, sess.copyIn)
+	return err
+}
+
+// keepOrRelease keeps the backend pinned when the session needs it next
+// (SESSION mode, an open transaction, COPY waiting for data) and returns
+// it to the pool otherwise.
+func (sess *session) keepOrRelease(b *backend, mode pb.Mode, copyIn bool) {
+	switch {
+	case b.broken:
+		sess.release(b)
+	case mode == pb.Mode_SESSION || sess.sessionPinned:
+		sess.pinned, sess.sessionPinned = b, true
+	case b.txStatus != 'I' || copyIn || mode == pb.Mode_TRANSACTION && b.txStatus != 'I':
+		sess.pinned = b
+	default:
+		sess.release(b)
+	}
+	if sess.pinned != nil && b.txStatus != 'I' && !copyIn {
+		sess.armIdleTimeout(b)
+	}
+}
+
+// release hands the backend back to the pool, unpinning it.
+func (sess *session) release(b *backend) {
+	if sess.pinned == b {
+		sess.pinned, sess.sessionPinned = nil, false
+	}
+	sess.pool.put(b)
+}
+
+// armIdleTimeout ends the session if its transaction stays idle too long,
+// freeing the backend at once; the router learns of it on its next batch,
+// as a Postgres client would.
+func (sess *session) armIdleTimeout(b *backend) {
+	d := sess.pool.cfg.IdleInTransactionTimeout
+	if d <= 0 {
+		return
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	sess.timer = time.AfterFunc(d, func() {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		if sess.pinned != b || sess.timer == nil {
+			return // the session moved on
+		}
+		sess.timedOut = true
+		b.close()
+		sess.release(b)
+	})
+}
+
+// end returns a pinned backend when the stream ends: the transaction the
+// session left is rolled back, a COPY is failed, a session-pinned backend
+// is reset; a backend that cannot be cleaned is closed.
+func (sess *session) end() {
+	sess.mu.Lock()
+	if sess.timer != nil {
+		sess.timer.Stop()
+		sess.timer = nil
+	}
+	b := sess.pinned
+	sess.mu.Unlock()
+	if b == nil {
+		return
+	}
+	var err error
+	if sess.copyIn {
+		if _, err = b.conn.Write([]byte{'f', 0, 0, 0, 5, 0, 'S', 0, 0, 0, 4}); err == nil {
+			err = b.drain()
+		}
+	}
+	if err == nil && sess.sessionPinned {
+		err = b.reset()
+	} else if err == nil {
+		err = b.rollback()
+	}
+	if err != nil {
+		b.close()
+	}
+	sess.release(b)
+}
+
+func txStatus(b byte) pb.TxStatus {
+	switch b {
+	case 'I':
+		return pb.TxStatus_IDLE
+	case 'T':
+		return pb.TxStatus_IN_TRANSACTION
+	case 'E':
+		return pb.TxStatus_FAILED
+	}
+	return pb.TxStatus_TX_STATUS_UNSPECIFIED
+}
