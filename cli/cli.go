@@ -1,8 +1,11 @@
-// Command tessera is Tessera's single binary: every component and every
-// operator tool is a subcommand. Run `tessera --help` for the list.
-package main
+// Package cli is the tessera command line: every component and operator
+// tool as a subcommand. Package main (cmd/tessera) only wires in the parts
+// that must stay out of tests and production builds of other packages,
+// such as the embedded Temporal server.
+package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tesseradb/tessera/dev"
 	"github.com/tesseradb/tessera/pgerr"
 )
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+// Main runs the command line with the process's arguments and exits.
+func Main(opts Options) {
+	os.Exit(Run(os.Args[1:], os.Stdout, os.Stderr, opts))
 }
 
 // exitError carries a process exit code other than 1 (or a silent 1, when
@@ -32,14 +37,19 @@ func (e *exitError) Error() string {
 	return e.err.Error()
 }
 
-// run executes the command line and returns the exit code; tests call it
-// in-process.
-func run(args []string, stdout, stderr io.Writer) int {
-	root := newRootCommand()
+// Run executes the command line and returns the exit code.
+func Run(args []string, stdout, stderr io.Writer, opts Options) int {
+	return RunContext(context.Background(), args, stdout, stderr, opts)
+}
+
+// RunContext is Run with a context whose end stops long-running commands
+// as a signal would; tests call it in-process.
+func RunContext(ctx context.Context, args []string, stdout, stderr io.Writer, opts Options) int {
+	root := newRootCommand(opts)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
@@ -62,7 +72,14 @@ func describe(err error) string {
 	return err.Error()
 }
 
-func newRootCommand() *cobra.Command {
+// Options carries what package main plugs in.
+type Options struct {
+	// Temporal starts the embedded Temporal server for `tessera dev`.
+	// Package main supplies it so that nothing else links the server.
+	Temporal dev.TemporalStarter
+}
+
+func newRootCommand(opts Options) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tessera",
 		Short: "Tessera makes many real PostgreSQL servers look like one database",
@@ -72,6 +89,6 @@ One binary holds every component and operator tool as a subcommand.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTopoCommand())
+	root.AddCommand(newTopoCommand(), newDevCommand(opts), newStatusCommand(), newShardCommand())
 	return root
 }

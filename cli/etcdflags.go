@@ -1,42 +1,93 @@
-package main
+package cli
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tesseradb/tessera/dev"
 	"github.com/tesseradb/tessera/topo/store"
 )
 
-// etcdFlags are the flags of every command that talks to the topology
-// service, defaulting from the environment.
-type etcdFlags struct {
-	endpoints string
-	cluster   string
+// clusterFlags are the flags of every command that talks to a running
+// cluster. Without --etcd (or TESSERA_ETCD), a dev cluster's cluster.json
+// in --data says where etcd is, so commands work against `tessera dev`
+// with no flags at all.
+type clusterFlags struct {
+	endpoints  string
+	cluster    string
+	dataDir    string
+	secretFile string
+	cmd        *cobra.Command
 }
 
-func (f *etcdFlags) register(cmd *cobra.Command) {
-	cmd.PersistentFlags().StringVar(&f.endpoints, "etcd", envOr("TESSERA_ETCD", "http://127.0.0.1:2379"),
-		"comma-separated etcd endpoints of the topology service (env TESSERA_ETCD)")
-	cmd.PersistentFlags().StringVar(&f.cluster, "cluster", envOr("TESSERA_CLUSTER", "default"),
+func (f *clusterFlags) register(cmd *cobra.Command) {
+	f.cmd = cmd
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.endpoints, "etcd", os.Getenv("TESSERA_ETCD"),
+		"comma-separated etcd endpoints of the topology service (env TESSERA_ETCD; default: the dev cluster's, else http://127.0.0.1:2379)")
+	pf.StringVar(&f.cluster, "cluster", envOr("TESSERA_CLUSTER", "default"),
 		"cluster name: the topology service keeps each cluster under /tessera/<cluster>/ (env TESSERA_CLUSTER)")
+	pf.StringVar(&f.dataDir, "data", ".tessera", "a dev cluster's data directory, read for its addresses when --etcd is not given")
+	pf.StringVar(&f.secretFile, "secret-file", os.Getenv("TESSERA_SECRET_FILE"),
+		"file holding the cluster credential sidecars require (env TESSERA_SECRET_FILE; default: the dev cluster's)")
+}
+
+// devInfo returns the dev cluster's cluster.json when --etcd was not given.
+func (f *clusterFlags) devInfo() *dev.Info {
+	if f.endpoints != "" {
+		return nil
+	}
+	info, err := dev.ReadInfo(f.dataDir)
+	if err != nil {
+		return nil
+	}
+	return info
 }
 
 // dial validates the flags and connects.
-func (f *etcdFlags) dial(ctx context.Context) (*store.Store, error) {
-	var endpoints []string
-	for _, e := range strings.Split(f.endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			endpoints = append(endpoints, e)
+func (f *clusterFlags) dial(ctx context.Context) (*store.Store, error) {
+	endpoints, cluster := f.endpoints, f.cluster
+	if info := f.devInfo(); info != nil {
+		endpoints = strings.Join(info.Etcd, ",")
+		if !f.cmd.Flags().Changed("cluster") && os.Getenv("TESSERA_CLUSTER") == "" {
+			cluster = info.Cluster
 		}
 	}
-	if len(endpoints) == 0 {
+	if endpoints == "" {
+		endpoints = "http://127.0.0.1:2379"
+	}
+	var list []string
+	for _, e := range strings.Split(endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			list = append(list, e)
+		}
+	}
+	if len(list) == 0 {
 		return nil, fmt.Errorf("--etcd names no endpoint")
 	}
-	return store.Dial(ctx, endpoints, f.cluster)
+	return store.Dial(ctx, list, cluster)
+}
+
+// secret reads the cluster credential.
+func (f *clusterFlags) secret() (string, error) {
+	path := f.secretFile
+	if path == "" {
+		if info := f.devInfo(); info != nil {
+			path = info.SecretFile
+		} else {
+			path = filepath.Join(f.dataDir, "secret")
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the cluster credential: %w (give --secret-file)", err)
+	}
+	return strings.TrimSpace(string(data)), nil
 }
 
 func envOr(name, fallback string) string {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/hex"
@@ -17,7 +17,7 @@ import (
 )
 
 func newTopoCommand() *cobra.Command {
-	var etcd etcdFlags
+	var etcd clusterFlags
 	cmd := &cobra.Command{
 		Use:   "topo",
 		Short: "Validate, inspect, route by and apply data topologies",
@@ -75,7 +75,7 @@ type routeResult struct {
 	Index      string `json:"index"`
 }
 
-func newTopoRouteCommand(etcd *etcdFlags) *cobra.Command {
+func newTopoRouteCommand(etcd *clusterFlags) *cobra.Command {
 	var file, table, index, typ string
 	var binary bool
 	cmd := &cobra.Command{
@@ -185,7 +185,7 @@ unless forced. Exits 0 when placements are equal, 1 when they differ, 2 on error
 	}
 }
 
-func newTopoApplyCommand(etcd *etcdFlags) *cobra.Command {
+func newTopoApplyCommand(etcd *clusterFlags) *cobra.Command {
 	var expected int64
 	var force bool
 	cmd := &cobra.Command{
@@ -221,7 +221,7 @@ data-movement workflows, which move the rows too, should force it.`,
 	return cmd
 }
 
-func newTopoGetCommand(etcd *etcdFlags) *cobra.Command {
+func newTopoGetCommand(etcd *clusterFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get",
 		Short: "Print the stored topology (its revision goes to stderr)",
@@ -247,7 +247,7 @@ func newTopoGetCommand(etcd *etcdFlags) *cobra.Command {
 	}
 }
 
-func fetchTopology(cmd *cobra.Command, etcd *etcdFlags) (*topo.Topology, error) {
+func fetchTopology(cmd *cobra.Command, etcd *clusterFlags) (*topo.Topology, error) {
 	s, err := etcd.dial(cmd.Context())
 	if err != nil {
 		return nil, err

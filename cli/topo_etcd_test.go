@@ -1,17 +1,17 @@
-package main
+package cli
 
 import (
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/tesseradb/tessera/topo/store/etcdtest"
+	"github.com/tesseradb/tessera/topo/store/etcdembed"
 )
 
 // TestTopoApplyAndGet drives apply, get and route against a real
 // (embedded) etcd.
 func TestTopoApplyAndGet(t *testing.T) {
-	endpoints := etcdtest.Start(t)
+	endpoints := etcdembed.Start(t)
 	flags := []string{"--etcd", strings.Join(endpoints, ","), "--cluster", "clitest"}
 	xxhash := filepath.Join(topologies, "store_xxhash.json")
 	modulo := filepath.Join(topologies, "store_modulo.json")

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -9,13 +9,13 @@ import (
 	"testing"
 )
 
-const topologies = "../../testdata/topologies"
+const topologies = "../testdata/topologies"
 
 // tessera runs the command line in-process.
 func tessera(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(args, &out, &errOut)
+	code = Run(args, &out, &errOut, Options{})
 	return out.String(), errOut.String(), code
 }
 
@@ -119,7 +119,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 			t.Errorf("%v --help: exit %d", path, code)
 		}
 	}
-	root := newRootCommand()
+	root := newRootCommand(Options{})
 	for _, c := range root.Commands() {
 		walk([]string{c.Name()})
 		for _, sub := range c.Commands() {

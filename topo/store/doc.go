@@ -16,6 +16,6 @@
 // the key by hand restarts the count.
 //
 // Package store needs only the etcd client; an embedded etcd server for
-// tests and development lives in topo/store/etcdtest, and the behavioural
+// tests and development lives in topo/store/etcdembed, and the behavioural
 // tests every Store must pass live in topo/store/storetest.
 package store

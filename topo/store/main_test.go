@@ -8,7 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tesseradb/tessera/topo/store/etcdtest"
+	"github.com/tesseradb/tessera/topo/store/etcdembed"
 )
 
 // EtcdEndpoints are those of the embedded etcd that TestMain starts for
@@ -22,7 +22,7 @@ func testClientConfig() clientv3.Config {
 }
 
 func TestMain(m *testing.M) {
-	srv, err := etcdtest.StartServer()
+	srv, err := etcdembed.StartServer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

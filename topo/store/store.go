@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // DialTimeout bounds how long Dial waits for etcd to answer.
@@ -51,7 +52,9 @@ func Dial(ctx context.Context, endpoints []string, cluster string) (*Store, erro
 	if err := CheckCluster(cluster); err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: DialTimeout})
+	// The client's own logger would print every retry; failures that
+	// matter come back as errors.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: DialTimeout, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to etcd at %s: %w", strings.Join(endpoints, ","), err)
 	}

@@ -1,8 +1,8 @@
-// Package etcdtest runs a single-member etcd inside the process, for tests
-// and for development, so that neither needs an etcd installed. It is kept
+// Package etcdembed runs a single-member etcd inside the process, for tests
+// and for `tessera dev`, so that neither needs an etcd installed. It is kept
 // apart from package store so that binaries needing only the etcd client
 // do not link the server.
-package etcdtest
+package etcdembed
 
 import (
 	"errors"
@@ -25,8 +25,9 @@ type Server struct {
 	// Endpoints are the client URLs to give clientv3.
 	Endpoints []string
 
-	etcd *embed.Etcd
-	dir  string
+	etcd      *embed.Etcd
+	dir       string
+	temporary bool
 }
 
 // StartServer starts an etcd member listening on loopback ports chosen by
@@ -35,26 +36,49 @@ type Server struct {
 // timings so that it starts quickly and grants leases as short as one
 // second. Stop it with Stop.
 func StartServer() (*Server, error) {
-	dir, err := os.MkdirTemp("", "etcdtest-")
-	if err != nil {
-		return nil, err
+	return Run(Options{})
+}
+
+// Options place a member's data and client port.
+type Options struct {
+	// Dir keeps the member's data; empty means a new temporary directory,
+	// removed by Stop. A directory that holds data resumes it.
+	Dir string
+	// ClientAddr is the client listen address; empty means 127.0.0.1 on
+	// a port the kernel chooses.
+	ClientAddr string
+}
+
+// Run starts a member as StartServer does, placed by opts.
+func Run(opts Options) (*Server, error) {
+	dir, temporary := opts.Dir, opts.Dir == ""
+	if temporary {
+		var err error
+		if dir, err = os.MkdirTemp("", "etcdembed-"); err != nil {
+			return nil, err
+		}
+	}
+	clientAddr := opts.ClientAddr
+	if clientAddr == "" {
+		clientAddr = "127.0.0.1:0"
 	}
 	// Port 0 lets the kernel choose, so parallel test binaries never
 	// collide; the member never dials its own peer URL, so it need not be
 	// reachable, and the client port is read back from the listener.
 	local := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+	client := url.URL{Scheme: "http", Host: clientAddr}
 	cfg := embed.NewConfig()
-	cfg.Name = "etcdtest"
+	cfg.Name = "etcdembed"
 	cfg.Dir = dir
-	cfg.ListenClientUrls = []url.URL{local}
-	cfg.AdvertiseClientUrls = []url.URL{local}
+	cfg.ListenClientUrls = []url.URL{client}
+	cfg.AdvertiseClientUrls = []url.URL{client}
 	cfg.ListenPeerUrls = []url.URL{local}
 	cfg.AdvertisePeerUrls = []url.URL{local}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	// Tests and `tessera dev` want etcd silent; StartServer reports the
 	// failures that matter.
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.UnsafeNoFsync = true
+	cfg.UnsafeNoFsync = temporary
 	// etcd's minimum lease TTL is 1.5 election timeouts, rounded up to a
 	// second: 100ms elections allow one-second leases, so tests of lease
 	// expiry are quick.
@@ -63,10 +87,12 @@ func StartServer() (*Server, error) {
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		os.RemoveAll(dir)
+		if temporary {
+			os.RemoveAll(dir)
+		}
 		return nil, fmt.Errorf("starting embedded etcd: %w", err)
 	}
-	s := &Server{etcd: e, dir: dir}
+	s := &Server{etcd: e, dir: dir, temporary: temporary}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
@@ -82,10 +108,12 @@ func StartServer() (*Server, error) {
 	return s, nil
 }
 
-// Stop stops the member and removes its data.
+// Stop stops the member and removes its data if it was temporary.
 func (s *Server) Stop() {
 	s.etcd.Close()
-	os.RemoveAll(s.dir)
+	if s.temporary {
+		os.RemoveAll(s.dir)
+	}
 }
 
 // Start starts a member for tb, stopped when tb's test ends, and returns

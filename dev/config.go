@@ -1,0 +1,104 @@
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+)
+
+// TemporalServer is a running embedded Temporal server.
+type TemporalServer interface {
+	FrontendAddr() string
+	UIURL() string
+	Stop() error
+}
+
+// TemporalStarter starts an embedded Temporal server keeping its state in
+// dbFile, its frontend on frontendPort and its Web UI on uiPort.
+type TemporalStarter func(ctx context.Context, dbFile string, frontendPort, uiPort int, log *slog.Logger) (TemporalServer, error)
+
+// Config describes a dev cluster. Zero values take the defaults.
+type Config struct {
+	// DataDir holds everything; default ./.tessera.
+	DataDir string
+	// Shards is how many shards named shard-0 ... to run (default 3);
+	// shards the topology names are run too.
+	Shards int
+	// Replicas per shard (default 1). NoReplicas forces 0.
+	Replicas   int
+	NoReplicas bool
+	// TopologyFile, when set, is applied; otherwise every table lives in
+	// the authoritative group on shard-0.
+	TopologyFile string
+	// Password of the superuser postgres on every instance (default
+	// "postgres"); used when an instance is first created.
+	Password string
+	// Cluster name in the topology service (default "default").
+	Cluster string
+	// BasePort is the first Postgres port (default 5433).
+	BasePort int
+	// EtcdPort is the etcd client port (default 2379, or any free port
+	// if that one is taken).
+	EtcdPort int
+	// TemporalPort and TemporalUIPort default to 7233 and 8233.
+	TemporalPort, TemporalUIPort int
+	// Temporal starts the embedded Temporal server; nil runs none.
+	Temporal TemporalStarter
+	// BinDir holds the Postgres binaries; empty means discover them.
+	BinDir string
+	Logger *slog.Logger
+}
+
+var shardName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,40}$`)
+
+func (c Config) withDefaults() (Config, error) {
+	if c.DataDir == "" {
+		c.DataDir = ".tessera"
+	}
+	abs, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return c, err
+	}
+	c.DataDir = abs
+	if c.Shards == 0 {
+		c.Shards = 3
+	}
+	if c.Replicas == 0 && !c.NoReplicas {
+		c.Replicas = 1
+	}
+	if c.Password == "" {
+		c.Password = "postgres"
+	}
+	if c.Cluster == "" {
+		c.Cluster = "default"
+	}
+	if c.BasePort == 0 {
+		c.BasePort = 5433
+	}
+	if c.EtcdPort == 0 {
+		c.EtcdPort = 2379
+	}
+	if c.TemporalPort == 0 {
+		c.TemporalPort = 7233
+	}
+	if c.TemporalUIPort == 0 {
+		c.TemporalUIPort = 8233
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	if c.Shards < 1 || c.Shards > 64 {
+		errs = append(errs, fmt.Errorf("--shards %d: want 1 to 64", c.Shards))
+	}
+	if c.Replicas < 0 || c.Replicas > 8 {
+		errs = append(errs, fmt.Errorf("--replicas %d: want 0 to 8", c.Replicas))
+	}
+	if c.BasePort < 1024 || c.BasePort > 65000 {
+		errs = append(errs, fmt.Errorf("base port %d out of range", c.BasePort))
+	}
+	return c, errors.Join(errs...)
+}
