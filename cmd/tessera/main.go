@@ -1,9 +1,29 @@
 // Command tessera is Tessera's single binary: every component and every
 // operator tool is a subcommand (see package cli). Run `tessera --help`.
+//
+// Only this package links the embedded Temporal server, for `tessera
+// dev`; the components' packages and their tests never do.
 package main
 
-import "github.com/tesseradb/tessera/cli"
+import (
+	"context"
+	"log/slog"
+
+	"github.com/tesseradb/tessera/cli"
+	"github.com/tesseradb/tessera/dev"
+	"github.com/tesseradb/tessera/dev/temporal"
+)
 
 func main() {
-	cli.Main(cli.Options{})
+	cli.Main(cli.Options{Temporal: startTemporal})
+}
+
+// startTemporal adapts temporal.Start to dev's hook.
+func startTemporal(ctx context.Context, dbFile string, frontendPort, uiPort int, _ *slog.Logger) (dev.TemporalServer, error) {
+	// Temporal's own logging is very verbose: only its errors are shown.
+	srv, err := temporal.Start(ctx, temporal.Config{DBFile: dbFile, FrontendPort: frontendPort, UIPort: uiPort})
+	if err != nil {
+		return nil, err
+	}
+	return srv, nil
 }
