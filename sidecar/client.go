@@ -58,13 +58,19 @@ type ClientSession struct {
 // OpenSession opens a session as user on database. End it with Close,
 // which returns any pinned backend to the pool clean.
 func (c *Client) OpenSession(ctx context.Context, database, user string) (*ClientSession, error) {
+	return c.OpenCancelableSession(ctx, database, user, "")
+}
+
+// OpenCancelableSession opens a session that Cancel with cancelToken can
+// interrupt.
+func (c *Client) OpenCancelableSession(ctx context.Context, database, user, cancelToken string) (*ClientSession, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	stream, err := c.Session(ctx)
 	if err != nil {
 		cancel()
 		return nil, ErrorFromStatus(err)
 	}
-	if err := stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.Open{Database: database, User: user}}}); err != nil {
+	if err := stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.Open{Database: database, User: user, CancelToken: cancelToken}}}); err != nil {
 		cancel()
 		return nil, ErrorFromStatus(err)
 	}

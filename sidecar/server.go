@@ -29,6 +29,7 @@ type Server struct {
 	grpc       *grpc.Server
 	lis        net.Listener
 	pools      pools
+	cancels    cancels
 	health     health
 	healthKick chan struct{}
 	stopping   chan struct{}

@@ -17,6 +17,7 @@ type session struct {
 	pool   *pool
 	stream pb.Sidecar_SessionServer
 	buf    []byte // scratch for answer chunks, reused across batches
+	token  string // cancel token
 
 	mu            sync.Mutex
 	pinned        *backend // held across batches, or nil
@@ -36,7 +37,7 @@ func (s *Server) Session(stream pb.Sidecar_SessionServer) error {
 	if open == nil || open.Database == "" || open.User == "" {
 		return statusError(pgerr.New(pgerr.ProtocolViolation, "a session must open with a database and a user"))
 	}
-	sess := &session{srv: s, pool: s.pools.pool(open.Database, open.User), stream: stream, buf: make([]byte, 0, chunkSize+8<<10)}
+	sess := &session{srv: s, pool: s.pools.pool(open.Database, open.User), stream: stream, buf: make([]byte, 0, chunkSize+8<<10), token: open.CancelToken}
 	defer sess.end()
 	for {
 		req, err := stream.Recv()
@@ -134,6 +135,8 @@ func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
 	}
 
 	var copyIn bool
+	sess.srv.cancels.start(sess.token, b)
+	defer sess.srv.cancels.stop(sess.token)
 	buf, stripped, err := b.exchange(frontend, len(injected), sess.buf, func(chunk []byte, done bool, tx byte, ci bool) error {
 		copyIn = ci
 		return sess.stream.Send(&pb.SessionResponse{Backend: chunk, Done: done, TxStatus: txStatus(tx), CopyIn: ci})

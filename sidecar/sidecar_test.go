@@ -293,3 +293,30 @@ func TestIdleInTransactionTimeout(t *testing.T) {
 		t.Fatal("the timed-out session ran another statement")
 	}
 }
+
+func TestCancelInterruptsTheRunningStatement(t *testing.T) {
+	t.Parallel()
+	srv := startSidecar(t, shared, sidecar.PoolConfig{})
+	c := dial(t, srv)
+	s, err := c.OpenCancelableSession(context.Background(), "postgres", "postgres", "token-123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		c.Cancel(context.Background(), &pb.CancelRequest{CancelToken: "token-123"})
+	}()
+	start := time.Now()
+	r := query(t, s, pb.Mode_STATEMENT, "SELECT pg_sleep(20)")
+	if len(r.errors) != 1 || r.errors[0] != "57014" || time.Since(start) > 10*time.Second {
+		t.Fatalf("canceled sleep: %v after %s", r, time.Since(start))
+	}
+	// A wrong token cancels nothing.
+	if resp, err := c.Cancel(context.Background(), &pb.CancelRequest{CancelToken: "nope"}); err != nil || resp.Canceled {
+		t.Fatalf("cancel with a wrong token: %v %v", resp, err)
+	}
+	if got := query(t, s, pb.Mode_STATEMENT, "SELECT 'after'").one(t); got != "after" {
+		t.Fatal(got)
+	}
+}

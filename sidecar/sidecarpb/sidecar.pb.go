@@ -218,9 +218,12 @@ func (*SessionRequest_Open) isSessionRequest_Msg() {}
 func (*SessionRequest_Batch) isSessionRequest_Msg() {}
 
 type Open struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Database      string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
-	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Database string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	User     string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// cancel_token, when set, lets Cancel reach this session. It is chosen
+	// by the caller and should be unguessable.
+	CancelToken   string `protobuf:"bytes,3,opt,name=cancel_token,json=cancelToken,proto3" json:"cancel_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +268,13 @@ func (x *Open) GetDatabase() string {
 func (x *Open) GetUser() string {
 	if x != nil {
 		return x.User
+	}
+	return ""
+}
+
+func (x *Open) GetCancelToken() string {
+	if x != nil {
+		return x.CancelToken
 	}
 	return ""
 }
@@ -1206,6 +1216,95 @@ func (x *RewindRequest) GetPrimary() *Endpoint {
 	return nil
 }
 
+type CancelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CancelToken   string                 `protobuf:"bytes,1,opt,name=cancel_token,json=cancelToken,proto3" json:"cancel_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRequest) Reset() {
+	*x = CancelRequest{}
+	mi := &file_sidecar_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRequest) ProtoMessage() {}
+
+func (x *CancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
+func (*CancelRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CancelRequest) GetCancelToken() string {
+	if x != nil {
+		return x.CancelToken
+	}
+	return ""
+}
+
+type CancelResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// canceled: a statement was running and Postgres was asked to cancel it.
+	Canceled      bool `protobuf:"varint,1,opt,name=canceled,proto3" json:"canceled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelResponse) Reset() {
+	*x = CancelResponse{}
+	mi := &file_sidecar_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelResponse) ProtoMessage() {}
+
+func (x *CancelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
+func (*CancelResponse) Descriptor() ([]byte, []int) {
+	return file_sidecar_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CancelResponse) GetCanceled() bool {
+	if x != nil {
+		return x.Canceled
+	}
+	return false
+}
+
 var File_sidecar_proto protoreflect.FileDescriptor
 
 const file_sidecar_proto_rawDesc = "" +
@@ -1214,10 +1313,11 @@ const file_sidecar_proto_rawDesc = "" +
 	"\x0eSessionRequest\x12.\n" +
 	"\x04open\x18\x01 \x01(\v2\x18.tessera.sidecar.v1.OpenH\x00R\x04open\x121\n" +
 	"\x05batch\x18\x02 \x01(\v2\x19.tessera.sidecar.v1.BatchH\x00R\x05batchB\x05\n" +
-	"\x03msg\"6\n" +
+	"\x03msg\"Y\n" +
 	"\x04Open\x12\x1a\n" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x12\n" +
-	"\x04user\x18\x02 \x01(\tR\x04user\"\xcd\x01\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12!\n" +
+	"\fcancel_token\x18\x03 \x01(\tR\vcancelToken\"\xcd\x01\n" +
 	"\x05Batch\x12,\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x18.tessera.sidecar.v1.ModeR\x04mode\x12\x1a\n" +
 	"\bfrontend\x18\x02 \x01(\fR\bfrontend\x127\n" +
@@ -1284,7 +1384,11 @@ const file_sidecar_proto_rawDesc = "" +
 	"\x14FollowPrimaryRequest\x126\n" +
 	"\aprimary\x18\x01 \x01(\v2\x1c.tessera.sidecar.v1.EndpointR\aprimary\"G\n" +
 	"\rRewindRequest\x126\n" +
-	"\aprimary\x18\x01 \x01(\v2\x1c.tessera.sidecar.v1.EndpointR\aprimary*I\n" +
+	"\aprimary\x18\x01 \x01(\v2\x1c.tessera.sidecar.v1.EndpointR\aprimary\"2\n" +
+	"\rCancelRequest\x12!\n" +
+	"\fcancel_token\x18\x01 \x01(\tR\vcancelToken\",\n" +
+	"\x0eCancelResponse\x12\x1a\n" +
+	"\bcanceled\x18\x01 \x01(\bR\bcanceled*I\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tSTATEMENT\x10\x01\x12\x0f\n" +
@@ -1295,7 +1399,7 @@ const file_sidecar_proto_rawDesc = "" +
 	"\x04IDLE\x10\x01\x12\x12\n" +
 	"\x0eIN_TRANSACTION\x10\x02\x12\n" +
 	"\n" +
-	"\x06FAILED\x10\x032\x99\x06\n" +
+	"\x06FAILED\x10\x032\xea\x06\n" +
 	"\aSidecar\x12V\n" +
 	"\aSession\x12\".tessera.sidecar.v1.SessionRequest\x1a#.tessera.sidecar.v1.SessionResponse(\x010\x01\x12O\n" +
 	"\x06Health\x12!.tessera.sidecar.v1.HealthRequest\x1a .tessera.sidecar.v1.HealthStatus0\x01\x12O\n" +
@@ -1305,7 +1409,8 @@ const file_sidecar_proto_rawDesc = "" +
 	"\aUnfence\x12\".tessera.sidecar.v1.UnfenceRequest\x1a\".tessera.sidecar.v1.InstanceStatus\x12o\n" +
 	"\x16SetSynchronousStandbys\x121.tessera.sidecar.v1.SetSynchronousStandbysRequest\x1a\".tessera.sidecar.v1.InstanceStatus\x12]\n" +
 	"\rFollowPrimary\x12(.tessera.sidecar.v1.FollowPrimaryRequest\x1a\".tessera.sidecar.v1.InstanceStatus\x12O\n" +
-	"\x06Rewind\x12!.tessera.sidecar.v1.RewindRequest\x1a\".tessera.sidecar.v1.InstanceStatusB0Z.github.com/tesseradb/tessera/sidecar/sidecarpbb\x06proto3"
+	"\x06Rewind\x12!.tessera.sidecar.v1.RewindRequest\x1a\".tessera.sidecar.v1.InstanceStatus\x12O\n" +
+	"\x06Cancel\x12!.tessera.sidecar.v1.CancelRequest\x1a\".tessera.sidecar.v1.CancelResponseB0Z.github.com/tesseradb/tessera/sidecar/sidecarpbb\x06proto3"
 
 var (
 	file_sidecar_proto_rawDescOnce sync.Once
@@ -1320,7 +1425,7 @@ func file_sidecar_proto_rawDescGZIP() []byte {
 }
 
 var file_sidecar_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_sidecar_proto_goTypes = []any{
 	(Mode)(0),                             // 0: tessera.sidecar.v1.Mode
 	(TxStatus)(0),                         // 1: tessera.sidecar.v1.TxStatus
@@ -1342,6 +1447,8 @@ var file_sidecar_proto_goTypes = []any{
 	(*Endpoint)(nil),                      // 17: tessera.sidecar.v1.Endpoint
 	(*FollowPrimaryRequest)(nil),          // 18: tessera.sidecar.v1.FollowPrimaryRequest
 	(*RewindRequest)(nil),                 // 19: tessera.sidecar.v1.RewindRequest
+	(*CancelRequest)(nil),                 // 20: tessera.sidecar.v1.CancelRequest
+	(*CancelResponse)(nil),                // 21: tessera.sidecar.v1.CancelResponse
 }
 var file_sidecar_proto_depIdxs = []int32{
 	3,  // 0: tessera.sidecar.v1.SessionRequest.open:type_name -> tessera.sidecar.v1.Open
@@ -1363,17 +1470,19 @@ var file_sidecar_proto_depIdxs = []int32{
 	16, // 16: tessera.sidecar.v1.Sidecar.SetSynchronousStandbys:input_type -> tessera.sidecar.v1.SetSynchronousStandbysRequest
 	18, // 17: tessera.sidecar.v1.Sidecar.FollowPrimary:input_type -> tessera.sidecar.v1.FollowPrimaryRequest
 	19, // 18: tessera.sidecar.v1.Sidecar.Rewind:input_type -> tessera.sidecar.v1.RewindRequest
-	7,  // 19: tessera.sidecar.v1.Sidecar.Session:output_type -> tessera.sidecar.v1.SessionResponse
-	9,  // 20: tessera.sidecar.v1.Sidecar.Health:output_type -> tessera.sidecar.v1.HealthStatus
-	11, // 21: tessera.sidecar.v1.Sidecar.Status:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 22: tessera.sidecar.v1.Sidecar.Promote:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 23: tessera.sidecar.v1.Sidecar.Fence:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 24: tessera.sidecar.v1.Sidecar.Unfence:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 25: tessera.sidecar.v1.Sidecar.SetSynchronousStandbys:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 26: tessera.sidecar.v1.Sidecar.FollowPrimary:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 27: tessera.sidecar.v1.Sidecar.Rewind:output_type -> tessera.sidecar.v1.InstanceStatus
-	19, // [19:28] is the sub-list for method output_type
-	10, // [10:19] is the sub-list for method input_type
+	20, // 19: tessera.sidecar.v1.Sidecar.Cancel:input_type -> tessera.sidecar.v1.CancelRequest
+	7,  // 20: tessera.sidecar.v1.Sidecar.Session:output_type -> tessera.sidecar.v1.SessionResponse
+	9,  // 21: tessera.sidecar.v1.Sidecar.Health:output_type -> tessera.sidecar.v1.HealthStatus
+	11, // 22: tessera.sidecar.v1.Sidecar.Status:output_type -> tessera.sidecar.v1.InstanceStatus
+	11, // 23: tessera.sidecar.v1.Sidecar.Promote:output_type -> tessera.sidecar.v1.InstanceStatus
+	11, // 24: tessera.sidecar.v1.Sidecar.Fence:output_type -> tessera.sidecar.v1.InstanceStatus
+	11, // 25: tessera.sidecar.v1.Sidecar.Unfence:output_type -> tessera.sidecar.v1.InstanceStatus
+	11, // 26: tessera.sidecar.v1.Sidecar.SetSynchronousStandbys:output_type -> tessera.sidecar.v1.InstanceStatus
+	11, // 27: tessera.sidecar.v1.Sidecar.FollowPrimary:output_type -> tessera.sidecar.v1.InstanceStatus
+	11, // 28: tessera.sidecar.v1.Sidecar.Rewind:output_type -> tessera.sidecar.v1.InstanceStatus
+	21, // 29: tessera.sidecar.v1.Sidecar.Cancel:output_type -> tessera.sidecar.v1.CancelResponse
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1394,7 +1503,7 @@ func file_sidecar_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_proto_rawDesc), len(file_sidecar_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

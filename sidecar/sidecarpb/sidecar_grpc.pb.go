@@ -32,6 +32,7 @@ const (
 	Sidecar_SetSynchronousStandbys_FullMethodName = "/tessera.sidecar.v1.Sidecar/SetSynchronousStandbys"
 	Sidecar_FollowPrimary_FullMethodName          = "/tessera.sidecar.v1.Sidecar/FollowPrimary"
 	Sidecar_Rewind_FullMethodName                 = "/tessera.sidecar.v1.Sidecar/Rewind"
+	Sidecar_Cancel_FullMethodName                 = "/tessera.sidecar.v1.Sidecar/Cancel"
 )
 
 // SidecarClient is the client API for Sidecar service.
@@ -58,6 +59,10 @@ type SidecarClient interface {
 	SetSynchronousStandbys(ctx context.Context, in *SetSynchronousStandbysRequest, opts ...grpc.CallOption) (*InstanceStatus, error)
 	FollowPrimary(ctx context.Context, in *FollowPrimaryRequest, opts ...grpc.CallOption) (*InstanceStatus, error)
 	Rewind(ctx context.Context, in *RewindRequest, opts ...grpc.CallOption) (*InstanceStatus, error)
+	// Cancel cancels the statement a session is running, as a Postgres
+	// CancelRequest would. Cancelling a session that runs nothing does
+	// nothing.
+	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 }
 
 type sidecarClient struct {
@@ -170,6 +175,16 @@ func (c *sidecarClient) Rewind(ctx context.Context, in *RewindRequest, opts ...g
 	return out, nil
 }
 
+func (c *sidecarClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelResponse)
+	err := c.cc.Invoke(ctx, Sidecar_Cancel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SidecarServer is the server API for Sidecar service.
 // All implementations must embed UnimplementedSidecarServer
 // for forward compatibility.
@@ -194,6 +209,10 @@ type SidecarServer interface {
 	SetSynchronousStandbys(context.Context, *SetSynchronousStandbysRequest) (*InstanceStatus, error)
 	FollowPrimary(context.Context, *FollowPrimaryRequest) (*InstanceStatus, error)
 	Rewind(context.Context, *RewindRequest) (*InstanceStatus, error)
+	// Cancel cancels the statement a session is running, as a Postgres
+	// CancelRequest would. Cancelling a session that runs nothing does
+	// nothing.
+	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	mustEmbedUnimplementedSidecarServer()
 }
 
@@ -230,6 +249,9 @@ func (UnimplementedSidecarServer) FollowPrimary(context.Context, *FollowPrimaryR
 }
 func (UnimplementedSidecarServer) Rewind(context.Context, *RewindRequest) (*InstanceStatus, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Rewind not implemented")
+}
+func (UnimplementedSidecarServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Cancel not implemented")
 }
 func (UnimplementedSidecarServer) mustEmbedUnimplementedSidecarServer() {}
 func (UnimplementedSidecarServer) testEmbeddedByValue()                 {}
@@ -396,6 +418,24 @@ func _Sidecar_Rewind_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Sidecar_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SidecarServer).Cancel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sidecar_Cancel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SidecarServer).Cancel(ctx, req.(*CancelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Sidecar_ServiceDesc is the grpc.ServiceDesc for Sidecar service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -430,6 +470,10 @@ var Sidecar_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Rewind",
 			Handler:    _Sidecar_Rewind_Handler,
+		},
+		{
+			MethodName: "Cancel",
+			Handler:    _Sidecar_Cancel_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,83 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
+
+// cancels maps sessions' cancel tokens to the backend each is running a
+// batch on, so that Cancel can reach it.
+type cancels struct {
+	mu      sync.Mutex
+	running map[string]*backend
+}
+
+func (cs *cancels) start(token string, b *backend) {
+	if token == "" {
+		return
+	}
+	cs.mu.Lock()
+	if cs.running == nil {
+		cs.running = map[string]*backend{}
+	}
+	cs.running[token] = b
+	cs.mu.Unlock()
+}
+
+func (cs *cancels) stop(token string) {
+	if token == "" {
+		return
+	}
+	cs.mu.Lock()
+	delete(cs.running, token)
+	cs.mu.Unlock()
+}
+
+func (cs *cancels) backend(token string) *backend {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.running[token]
+}
+
+// Cancel implements the Cancel RPC: it sends Postgres a CancelRequest for
+// the backend the session is running a batch on.
+func (s *Server) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.CancelResponse, error) {
+	b := s.cancels.backend(req.CancelToken)
+	if b == nil || req.CancelToken == "" {
+		return &pb.CancelResponse{}, nil
+	}
+	cfg, err := pgconn.ParseConfig(s.cfg.Manager.ConnConfig("postgres", "postgres"))
+	if err != nil {
+		return nil, statusError(err)
+	}
+	addr, network := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), "tcp"
+	if len(cfg.Host) > 0 && cfg.Host[0] == '/' {
+		addr, network = cfg.Host+"/.s.PGSQL."+strconv.Itoa(int(cfg.Port)), "unix"
+	}
+	d := net.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	defer conn.Close()
+	msg := make([]byte, 0, 16+len(b.secret))
+	msg = binary.BigEndian.AppendUint32(msg, uint32(12+len(b.secret)))
+	msg = binary.BigEndian.AppendUint32(msg, 80877102)
+	msg = binary.BigEndian.AppendUint32(msg, b.pid)
+	msg = append(msg, b.secret...)
+	if _, err := conn.Write(msg); err != nil {
+		return nil, statusError(err)
+	}
+	// Postgres closes the connection once it has taken the request.
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	conn.Read(make([]byte, 1))
+	return &pb.CancelResponse{Canceled: true}, nil
+}
