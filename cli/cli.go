@@ -89,6 +89,6 @@ One binary holds every component and operator tool as a subcommand.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTopoCommand(), newDevCommand(opts), newStatusCommand(), newShardCommand())
+	root.AddCommand(newTopoCommand(), newDevCommand(opts), newStatusCommand(), newShardCommand(), newRouterCommand())
 	return root
 }

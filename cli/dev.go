@@ -49,7 +49,7 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 				return err
 			}
 			info := cluster.Info()
-			printSummary(cmd.ErrOrStderr(), info, opts.Temporal != nil)
+			printSummary(cmd.ErrOrStderr(), info, cfg.Password, opts.Temporal != nil)
 			if printJSON {
 				data, _ := json.Marshal(info)
 				fmt.Fprintln(cmd.OutOrStdout(), string(data))
@@ -74,6 +74,7 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 	f.StringVar(&cfg.Cluster, "cluster", "default", "cluster name in the topology service")
 	f.IntVar(&cfg.BasePort, "base-port", 5433, "first Postgres port")
 	f.IntVar(&cfg.EtcdPort, "etcd-port", 2379, "etcd client port (another free one if taken)")
+	f.IntVar(&cfg.RouterPort, "router-port", 6432, "port clients connect to")
 	f.IntVar(&cfg.TemporalPort, "temporal-port", 7233, "Temporal frontend port")
 	f.IntVar(&cfg.TemporalUIPort, "temporal-ui-port", 8233, "Temporal Web UI port")
 	f.StringVar(&cfg.BinDir, "pg-bindir", "", "directory of the Postgres server binaries (default: discovered)")
@@ -82,8 +83,11 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 	return cmd
 }
 
-func printSummary(w io.Writer, info dev.Info, temporal bool) {
+func printSummary(w io.Writer, info dev.Info, password string, temporal bool) {
 	fmt.Fprintf(w, "Tessera dev cluster %q is up (data in %s)\n", info.Cluster, info.DataDir)
+	if info.Router != "" {
+		fmt.Fprintf(w, "  connect     postgres://postgres:%s@%s/postgres\n", password, info.Router)
+	}
 	fmt.Fprintf(w, "  etcd        %s\n", strings.Join(info.Etcd, ","))
 	if temporal {
 		fmt.Fprintf(w, "  temporal    %s   web UI %s\n", info.Temporal, info.TemporalUI)

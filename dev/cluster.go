@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tesseradb/tessera/router"
 	"github.com/tesseradb/tessera/topo"
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/topo/store/etcdembed"
@@ -30,6 +31,7 @@ type Cluster struct {
 	etcd     *etcdembed.Server
 	store    *store.Store
 	temporal TemporalServer
+	router   *router.Server
 
 	mu     sync.Mutex // guards info and shards
 	info   Info
@@ -105,6 +107,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if err := c.startRouter(ctx); err != nil {
+		return nil, err
+	}
 	if err := c.save(); err != nil {
 		return nil, err
 	}
@@ -136,6 +141,10 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		c.cancel()
 	}
 	c.wg.Wait()
+	if c.router != nil {
+		c.router.Stop(ctx)
+		c.router = nil
+	}
 	var errs []error
 	c.mu.Lock()
 	shards := c.shards
@@ -177,7 +186,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	if len(c.info.Etcd) > 0 {
 		addr = trimScheme(c.info.Etcd[0])
 	} else {
-		addr = freeOr("127.0.0.1", c.cfg.EtcdPort)
+		addr = freeOr("127.0.0.1", max(c.cfg.EtcdPort, 0))
 	}
 	srv, err := etcdembed.Run(etcdembed.Options{Dir: filepath.Join(c.cfg.DataDir, "etcd"), ClientAddr: addr})
 	if err != nil {
@@ -225,6 +234,35 @@ func defaultTopology() *topo.Topology {
 		panic(err)
 	}
 	return t
+}
+
+// startRouter starts the router on RouterPort, with SSL from a
+// self-signed certificate.
+func (c *Cluster) startRouter(ctx context.Context) error {
+	if c.cfg.NoRouter {
+		return nil
+	}
+	cert, key, err := ensureCertificate(c.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	r, err := router.New(router.Config{
+		ListenAddr:  net.JoinHostPort("127.0.0.1", strconv.Itoa(max(c.cfg.RouterPort, 0))),
+		Store:       c.store,
+		Secret:      c.secret,
+		TLSCertFile: cert,
+		TLSKeyFile:  key,
+		Logger:      c.log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.Start(ctx); err != nil {
+		return fmt.Errorf("starting the router: %w", err)
+	}
+	c.router = r
+	c.info.Router = r.Addr()
+	return nil
 }
 
 func (c *Cluster) startTemporal(ctx context.Context) error {

@@ -41,8 +41,12 @@ type Config struct {
 	// BasePort is the first Postgres port (default 5433).
 	BasePort int
 	// EtcdPort is the etcd client port (default 2379, or any free port
-	// if that one is taken).
+	// if that one is taken or it is -1).
 	EtcdPort int
+	// RouterPort is where clients connect (default 6432; -1 picks a free
+	// port); NoRouter runs none.
+	RouterPort int
+	NoRouter   bool
 	// TemporalPort and TemporalUIPort default to 7233 and 8233.
 	TemporalPort, TemporalUIPort int
 	// Temporal starts the embedded Temporal server; nil runs none.
@@ -80,6 +84,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.EtcdPort == 0 {
 		c.EtcdPort = 2379
+	}
+	if c.RouterPort == 0 {
+		c.RouterPort = 6432
 	}
 	if c.TemporalPort == 0 {
 		c.TemporalPort = 7233

@@ -1,5 +1,22 @@
 // Package router accepts Postgres wire-protocol connections from clients,
-// authenticates them, plans each statement against the data topology and
-// sends the work to the sidecars of the shards that hold the rows, merging
-// what comes back. Routers are stateless: run as many as you like.
+// authenticates them as Postgres would, plans each statement against the
+// data topology (package planner) and sends the work to the sidecars of
+// the shards that hold the rows. Routers are stateless: run as many as you
+// like.
+//
+// The hot path decodes as little as it can (seed 003): client messages are
+// kept as the bytes that arrived, only the fields routing needs are read,
+// and answers from a single shard are copied to the client untouched.
+//
+// Goroutines: Server.Serve runs one goroutine per client connection, which
+// owns that connection and its session (settings, prepared statements,
+// sidecar streams) for its whole life; nothing else touches them, except
+// CancelRequest, which reaches a session only through its cancel key.
+//
+// Files: server.go (listener, lifecycle), startup.go (startup packet, TLS,
+// cancel), auth.go and scram.go (authentication), roles.go (role cache),
+// shards.go (sidecar discovery), conn.go (the message loop), simple.go
+// and extended.go (the two query protocols), exec.go (running statements
+// on shards), txn.go (transactions), settings.go (SET/SHOW), wire.go
+// (message framing).
 package router

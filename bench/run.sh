@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Measures the router against direct Postgres in the same run, interleaved:
+# pgbench point lookups by shard key (lookup.sql) through the router
+# (127.0.0.1:ROUTER) and straight to shard-0's primary, several rounds each,
+# then reports the TPS ratio and the router's plus sidecar's CPU time per
+# transaction (CPU of the `tessera dev` process, which runs both, divided by
+# the transactions it served).
+#
+#   bench/run.sh [-c CLIENTS] [-T SECONDS] [-r ROUNDS] [-s SCALE] [-M simple|extended|prepared]
+set -euo pipefail
+clients=8 seconds=15 rounds=3 scale=10 mode=prepared
+while getopts "c:T:r:s:M:" o; do
+  case $o in c) clients=$OPTARG;; T) seconds=$OPTARG;; r) rounds=$OPTARG;; s) scale=$OPTARG;; M) mode=$OPTARG;; *) exit 2;; esac
+done
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+bin=$(mktemp -d)/tessera
+data=$(mktemp -d /tmp/tessera-bench.XXXXXX)
+chmod 755 "$data"
+PGBENCH=${PGBENCH:-$(ls /usr/lib/postgresql/*/bin/pgbench | tail -1)}
+(cd "$root" && go build -o "$bin" ./cmd/tessera)
+"$bin" dev --data "$data/d" --shards 1 --replicas 0 --base-port 25533 --router-port 26532 --etcd-port 0 \
+  --temporal-port 27233 --temporal-ui-port 28233 --print-json > "$data/cluster.json" 2> "$data/dev.log" &
+devpid=$!
+trap 'kill -INT $devpid 2>/dev/null; wait $devpid 2>/dev/null; rm -rf "$data"' EXIT
+for _ in $(seq 1 600); do [ -s "$data/cluster.json" ] && break; sleep 0.2; done
+[ -s "$data/cluster.json" ] || { cat "$data/dev.log"; exit 1; }
+export PGPASSWORD=postgres PGUSER=postgres PGDATABASE=postgres
+direct="-h 127.0.0.1 -p 25533"
+router="-h 127.0.0.1 -p 26532"
+"$PGBENCH" -i -q -s "$scale" $direct >/dev/null 2>&1
+
+cpu() { awk '{print $14 + $15}' "/proc/$devpid/stat"; }   # clock ticks
+tick=$(getconf CLK_TCK)
+tps() { sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1; }
+txs() { sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p'; }
+
+dsum=0 rsum=0 cpusum=0 txsum=0
+for r in $(seq 1 "$rounds"); do
+  d=$("$PGBENCH" $direct -n -M "$mode" -c "$clients" -j 2 -T "$seconds" -f "$here/lookup.sql" 2>&1)
+  before=$(cpu)
+  o=$("$PGBENCH" $router -n -M "$mode" -c "$clients" -j 2 -T "$seconds" -f "$here/lookup.sql" 2>&1)
+  after=$(cpu)
+  dt=$(echo "$d" | tps); rt=$(echo "$o" | tps); n=$(echo "$o" | txs)
+  echo "round $r: direct $dt tps, router $rt tps"
+  dsum=$(echo "$dsum + $dt" | bc -l); rsum=$(echo "$rsum + $rt" | bc -l)
+  cpusum=$((cpusum + after - before)); txsum=$((txsum + n))
+done
+ratio=$(echo "$rsum / $dsum" | bc -l)
+us=$(echo "$cpusum / $tick * 1000000 / $txsum" | bc -l)
+printf 'clients %d, mode %s: router/direct TPS ratio %.2f; router+sidecar CPU %.1f us per transaction\n' "$clients" "$mode" "$ratio" "$us"

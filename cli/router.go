@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tesseradb/tessera/router"
+)
+
+func newRouterCommand() *cobra.Command {
+	var flags clusterFlags
+	var cfg router.Config
+	cmd := &cobra.Command{
+		Use:   "router",
+		Short: "Run a router: the Postgres endpoint clients connect to",
+		Long: `Run a router, which accepts Postgres wire-protocol connections, authenticates
+them against the authoritative shard's roles, and routes each statement by the
+data topology to the shards' sidecars. Routers are stateless: run as many as
+you like against one cluster.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			s, err := flags.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if cfg.Secret, err = flags.secret(); err != nil {
+				return err
+			}
+			cfg.Store = s
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			r, err := router.New(cfg)
+			if err != nil {
+				return err
+			}
+			if err := r.Start(ctx); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "router listening on %s\n", r.Addr())
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			r.Stop(sctx)
+			return nil
+		},
+	}
+	flags.register(cmd)
+	cmd.Flags().StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:6432", "address clients connect to")
+	cmd.Flags().StringVar(&cfg.TLSCertFile, "tls-cert", "", "certificate for client SSL")
+	cmd.Flags().StringVar(&cfg.TLSKeyFile, "tls-key", "", "key for client SSL")
+	return cmd
+}

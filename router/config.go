@@ -1,0 +1,76 @@
+package router
+
+import (
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/tesseradb/tessera/topo/store"
+)
+
+// Config is a router's configuration, validated once by New.
+type Config struct {
+	// ListenAddr is where clients connect ("127.0.0.1:6432").
+	ListenAddr string
+	// Store is the topology service: the topology and the sidecars.
+	Store *store.Store
+	// Secret is the cluster credential the sidecars require.
+	Secret string
+	// SidecarTLS, when set, is used to reach sidecars.
+	SidecarTLS *tls.Config
+	// TLSCertFile and TLSKeyFile, when set, let clients use SSL.
+	TLSCertFile, TLSKeyFile string
+	// AdminUser and AdminDatabase are what the router uses for its own
+	// queries on the authoritative shard (roles, catalog).
+	AdminUser, AdminDatabase string
+	// MaxMessageSize bounds one client message.
+	MaxMessageSize int
+	// RoleCacheTTL is how long fetched roles are trusted before a refresh.
+	RoleCacheTTL time.Duration
+	// PlanCacheSize is how many statement plans are kept.
+	PlanCacheSize int
+	Logger        *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.AdminUser == "" {
+		c.AdminUser = "postgres"
+	}
+	if c.AdminDatabase == "" {
+		c.AdminDatabase = "postgres"
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = 256 << 20
+	}
+	if c.RoleCacheTTL == 0 {
+		c.RoleCacheTTL = 5 * time.Second
+	}
+	if c.PlanCacheSize == 0 {
+		c.PlanCacheSize = 10000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.ListenAddr == "" {
+		errs = append(errs, errors.New("a listen address is required"))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("the topology service is required"))
+	}
+	if c.Secret == "" {
+		errs = append(errs, errors.New("the cluster secret is required"))
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("TLS needs both a certificate and a key file"))
+	}
+	if c.MaxMessageSize < 1<<16 {
+		errs = append(errs, errors.New("the message size limit must be at least 64 KiB"))
+	}
+	return errors.Join(errs...)
+}

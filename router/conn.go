@@ -1,0 +1,279 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/sidecar"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
+
+// clientConn is one client connection and its session. Its goroutine
+// (serve) owns every field; cancelRunning and terminate are the only
+// entries from other goroutines.
+type clientConn struct {
+	srv *Server
+	nc  net.Conn
+	rd  reader
+	w   *bufio.Writer
+	// out holds messages the router composed itself; they are written
+	// before anything forwarded next, which keeps answers in order.
+	out     []byte
+	tlsDone bool
+
+	user, database string
+	pid, secretKey uint32
+
+	settings sessionSettings
+	stmts    map[string]*prepared // named prepared statements
+	unnamed  *prepared
+	portals  map[string]string // portal name -> shard it was bound on
+	backends map[string]*backendSession
+	tx       txState
+	batch    extBatch
+	copyIn   *backendSession // COPY FROM STDIN in progress
+	copyBuf  []byte          // COPY data not yet sent
+	// sessionPinned: the session did something that lives in its backend
+	// (temporary table, advisory lock, LISTEN, ...), so from now on every
+	// shard keeps one backend for it.
+	sessionPinned bool
+
+	// cancelToken lets a CancelRequest reach the statement in flight
+	// through its sidecar; runningOn is where it runs (under runMu).
+	cancelToken string
+	runMu       sync.Mutex
+	runningOn   *backendSession
+	done        chan struct{}
+}
+
+// backendSession is the client session's stream to one instance.
+type backendSession struct {
+	shard string
+	inst  *instance
+	sess  *sidecar.ClientSession
+}
+
+func newClientConn(srv *Server, nc net.Conn) *clientConn {
+	var token [16]byte
+	randRead(token[:])
+	return &clientConn{
+		cancelToken: hex.EncodeToString(token[:]),
+		srv:         srv,
+		nc:          nc,
+		rd:          reader{r: bufio.NewReaderSize(nc, 16<<10), max: srv.cfg.MaxMessageSize},
+		w:           bufio.NewWriterSize(nc, 32<<10),
+		stmts:       map[string]*prepared{},
+		portals:     map[string]string{},
+		backends:    map[string]*backendSession{},
+		done:        make(chan struct{}),
+	}
+}
+
+// serve runs the connection to its end. A panic ends this connection
+// only, with an internal error, never the router.
+func (c *clientConn) serve() {
+	defer c.close()
+	defer func() {
+		if p := recover(); p != nil {
+			c.srv.log.Error("router connection panicked", "panic", p, "stack", string(debug.Stack()))
+			c.out = c.out[:0]
+			c.fatal(pgerr.New(pgerr.InternalError, "internal error in the router: %v", p))
+		}
+	}()
+	if err := c.startup(); err != nil {
+		if err != errCancelHandled && !isDisconnect(err) {
+			c.fatal(err)
+		}
+		return
+	}
+	ctx := context.Background()
+	if err := c.authenticate(ctx); err != nil {
+		c.fatal(err)
+		return
+	}
+	if err := c.sendSessionStart(ctx); err != nil {
+		c.fatal(err)
+		return
+	}
+	for {
+		if err := c.flush(); err != nil {
+			return
+		}
+		typ, msg, err := c.rd.next()
+		if err != nil {
+			if !isDisconnect(err) {
+				c.fatal(err)
+			}
+			return
+		}
+		if err := c.handle(typ, msg); err != nil {
+			if errors.Is(err, errTerminate) {
+				return
+			}
+			c.fatal(err)
+			return
+		}
+	}
+}
+
+var errTerminate = errors.New("terminate")
+
+// handle dispatches one client message. An error ends the connection.
+func (c *clientConn) handle(typ byte, msg []byte) error {
+	if c.copyIn != nil {
+		return c.copyMessage(typ, msg)
+	}
+	switch typ {
+	case 'Q':
+		return c.simpleQuery(msg)
+	case 'P', 'B', 'D', 'E', 'C', 'H':
+		return c.extended(typ, msg)
+	case 'S':
+		return c.sync()
+	case 'X':
+		return errTerminate
+	case 'd', 'c', 'f':
+		// COPY messages outside COPY are ignored, as Postgres does.
+		return nil
+	}
+	return pgerr.New(pgerr.ProtocolViolation, "invalid frontend message type %q", typ)
+}
+
+// fatal sends a FATAL error; the connection then closes.
+func (c *clientConn) fatal(err error) {
+	c.out = appendError(c.out, "FATAL", err)
+	c.flush()
+}
+
+func (c *clientConn) flush() error {
+	if len(c.out) > 0 {
+		if _, err := c.w.Write(c.out); err != nil {
+			return err
+		}
+		c.out = c.out[:0]
+	}
+	return c.w.Flush()
+}
+
+// write forwards answer bytes after what the router queued itself.
+func (c *clientConn) write(b []byte) error {
+	if len(c.out) > 0 {
+		if _, err := c.w.Write(c.out); err != nil {
+			return err
+		}
+		c.out = c.out[:0]
+	}
+	_, err := c.w.Write(b)
+	return err
+}
+
+// close ends the backend streams: the sidecars roll back what the session
+// left open and return their connections clean.
+func (c *clientConn) close() {
+	for _, b := range c.backends {
+		b.sess.Close()
+	}
+	c.nc.Close()
+	close(c.done)
+}
+
+// terminate closes the client connection from another goroutine.
+func (c *clientConn) terminate() {
+	c.cancelRunning()
+	c.nc.Close()
+}
+
+// cancelRunning cancels the statement in flight, if any, as Postgres
+// cancels on a CancelRequest.
+func (c *clientConn) cancelRunning() {
+	c.runMu.Lock()
+	b := c.runningOn
+	c.runMu.Unlock()
+	if b != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		b.inst.client.Cancel(ctx, &pb.CancelRequest{CancelToken: c.cancelToken})
+	}
+}
+
+func isDisconnect(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// sendSessionStart sends the parameters a client learns at startup (as
+// the authoritative shard reports them for this session), BackendKeyData
+// and ReadyForQuery.
+func (c *clientConn) sendSessionStart(ctx context.Context) error {
+	params, err := c.reportedParameters(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range params {
+		c.out = appendParameterStatus(c.out, p[0], p[1])
+	}
+	c.srv.register(c)
+	var key [8]byte
+	key[0], key[1], key[2], key[3] = byte(c.pid>>24), byte(c.pid>>16), byte(c.pid>>8), byte(c.pid)
+	key[4], key[5], key[6], key[7] = byte(c.secretKey>>24), byte(c.secretKey>>16), byte(c.secretKey>>8), byte(c.secretKey)
+	c.out = appendMsg(c.out, 'K', key[:])
+	c.out = appendReady(c.out, 'I')
+	return nil
+}
+
+// session returns the client's stream to the shard's primary (or a
+// replica), opening it on first use.
+func (c *clientConn) session(ctx context.Context, shard string, replica bool) (*backendSession, error) {
+	key := shard
+	if replica {
+		key += "\x00replica"
+	}
+	if b := c.backends[key]; b != nil {
+		return b, nil
+	}
+	in, err := c.srv.shards.pick(shard, replica)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := in.client.OpenCancelableSession(ctx, c.database, c.user, c.cancelToken)
+	if err != nil {
+		return nil, err
+	}
+	b := &backendSession{shard: shard, inst: in, sess: sess}
+	c.backends[key] = b
+	return b, nil
+}
+
+// dropSession forgets a stream that failed.
+func (c *clientConn) dropSession(b *backendSession) {
+	for k, v := range c.backends {
+		if v == b {
+			delete(c.backends, k)
+		}
+	}
+	b.sess.Close()
+}
+
+// run sends one batch to b and passes each answer chunk to emit. A
+// CancelRequest ends the wait.
+func (c *clientConn) run(b *backendSession, batch *pb.Batch, emit func([]byte) error) (sidecar.Result, error) {
+	batch.Settings = c.settings.list
+	c.runMu.Lock()
+	c.runningOn = b
+	c.runMu.Unlock()
+	res, err := b.sess.Run(batch, emit)
+	c.runMu.Lock()
+	c.runningOn = nil
+	c.runMu.Unlock()
+	if err != nil {
+		c.dropSession(b)
+	}
+	return res, err
+}

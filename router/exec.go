@@ -1,0 +1,227 @@
+package router
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/sidecar"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
+
+// errAborted is what Postgres says to statements in a failed transaction.
+var errAborted = pgerr.New("25P02", "current transaction is aborted, commands ignored until end of transaction block")
+
+// execute runs one statement the router does not answer itself, sending
+// frontend (the client's messages, ending in Query or Sync) where r says,
+// and forwards the answer without its ReadyForQuery. It reports whether
+// the statement failed.
+func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
+	if c.tx.failed && r.kind != kindTxOther {
+		// ROLLBACK TO is what a failed transaction may still run; the
+		// shard decides.
+		c.out = appendError(c.out, "ERROR", errAborted)
+		return true, nil
+	}
+	if r.noTx && c.tx.active {
+		c.out = appendError(c.out, "ERROR", pgerr.New("25001", "this statement cannot run inside a transaction block"))
+		c.failTx()
+		return true, nil
+	}
+	if err := c.checkFanout(r); err != nil {
+		c.out = appendError(c.out, "ERROR", err)
+		c.failTx()
+		return true, nil
+	}
+	if len(r.shards) == 0 {
+		return true, pgerr.New(pgerr.InternalError, "statement has no target shard")
+	}
+	switch r.mode {
+	case routeScatter:
+		return c.scatter(ctx, r, frontend, prepared)
+	case routeEverywhere:
+		return c.everywhere(ctx, r, frontend, prepared)
+	}
+	return c.one(ctx, r, r.shards[0], frontend, prepared, scan)
+}
+
+// checkFanout applies tessera.fanout.
+func (c *clientConn) checkFanout(r *routed) error {
+	n := len(r.shards)
+	switch c.settings.fanout {
+	case "single":
+		if n > 1 {
+			return pgerr.New(pgerr.FeatureNotSupported, "tessera.fanout is single: the statement reaches %d shards", n)
+		}
+	case "multi":
+		if r.allShards && n > 1 {
+			return pgerr.New(pgerr.FeatureNotSupported, "tessera.fanout is multi: the statement has no shard-key value and would reach every shard of its group")
+		}
+	}
+	return nil
+}
+
+// failTx marks an open transaction failed after an error the router
+// raised itself, as Postgres would have.
+func (c *clientConn) failTx() {
+	if c.tx.active {
+		c.tx.failed = true
+	}
+}
+
+// one runs a statement on one shard.
+func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
+	replica := c.settings.replica() && r.readOnly && !c.tx.active
+	b, err := c.session(ctx, shard, replica)
+	if err == nil {
+		err = c.joinTx(ctx, b)
+	}
+	if err != nil {
+		c.out = appendError(c.out, "ERROR", err)
+		c.failTx()
+		return true, nil
+	}
+	mode := pb.Mode_STATEMENT
+	if r.sessionState {
+		c.sessionPinned = true
+	}
+	if c.sessionPinned {
+		mode = pb.Mode_SESSION
+	}
+	f := forwarder{c: c, scan: scan}
+	res, err := c.run(b, &pb.Batch{Mode: mode, Frontend: frontend, Prepared: prepared}, f.emit)
+	if err != nil {
+		if f.err != nil {
+			return true, f.err
+		}
+		f.finish(true)
+		c.out = appendError(c.out, "ERROR", fmt.Errorf("shard %s: %w", shard, err))
+		c.failTx()
+		return true, nil
+	}
+	if err := f.finish(res.CopyIn); err != nil {
+		return true, err
+	}
+	if res.CopyIn {
+		c.copyIn = b
+		return false, nil
+	}
+	c.adoptStatus(b.shard, res.TxStatus)
+	return f.failed || res.TxStatus == pb.TxStatus_FAILED, nil
+}
+
+// adoptStatus follows a transaction a shard reports that the router did
+// not open itself (BEGIN inside a multi-statement string, or sent through
+// the extended protocol), and its end.
+func (c *clientConn) adoptStatus(shard string, st pb.TxStatus) {
+	switch st {
+	case pb.TxStatus_IN_TRANSACTION, pb.TxStatus_FAILED:
+		if !c.tx.active {
+			saved := c.settings
+			c.tx = txState{active: true, begin: "BEGIN", shards: []string{shard}, settings: &saved}
+		}
+		if st == pb.TxStatus_FAILED {
+			c.tx.failed = true
+		} else if len(c.tx.shards) <= 1 {
+			// ROLLBACK TO recovered the (single-shard) transaction.
+			c.tx.failed = false
+		}
+	case pb.TxStatus_IDLE:
+		if c.tx.active && len(c.tx.shards) == 1 && c.tx.shards[0] == shard {
+			c.tx = txState{}
+		}
+	}
+}
+
+// scatter runs a read on every target shard in turn and merges the rows.
+func (c *clientConn) scatter(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
+	m := merger{c: c}
+	for _, shard := range r.shards {
+		b, err := c.session(ctx, shard, c.settings.replica() && r.readOnly && !c.tx.active)
+		if err == nil {
+			err = c.joinTx(ctx, b)
+		}
+		if err == nil {
+			var res sidecar.Result
+			res, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared}, m.emit)
+			if err == nil {
+				c.adoptStatus(shard, res.TxStatus)
+			}
+		}
+		if err != nil {
+			c.out = appendError(c.out, "ERROR", fmt.Errorf("shard %s: %w", shard, err))
+			c.failTx()
+			return true, nil
+		}
+		if m.failed {
+			c.failTx()
+			return true, nil
+		}
+		m.next()
+	}
+	if tag := m.tag(); tag != "" {
+		c.out = appendCommandComplete(c.out, tag)
+	}
+	return false, nil
+}
+
+// everywhere runs DDL on every target shard. The first shard's answer goes
+// to the client; a failure elsewhere is reported naming the shard.
+func (c *clientConn) everywhere(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
+	var failed []string
+	var firstErr error
+	for i, shard := range r.shards {
+		if i == 0 {
+			bad, err := c.one(ctx, r, shard, frontend, prepared, true)
+			if err != nil || bad {
+				return true, err
+			}
+			continue
+		}
+		b, err := c.session(ctx, shard, false)
+		if err == nil {
+			err = c.joinTx(ctx, b)
+		}
+		if err == nil {
+			var res sidecar.Result
+			res, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared}, func(chunk []byte) error {
+				return backendMessages(chunk, func(typ byte, msg []byte) error {
+					if typ == 'E' && firstErr == nil {
+						firstErr = parseError(msg)
+					}
+					return nil
+				})
+			})
+			if err == nil {
+				c.adoptStatus(shard, res.TxStatus)
+			}
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if firstErr != nil {
+			failed = append(failed, shard)
+			break
+		}
+	}
+	if r.ddl {
+		c.srv.schemaChanged()
+	}
+	if r.roles {
+		c.srv.roles.invalidate()
+	}
+	if firstErr != nil {
+		c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.Code(firstErr), "on shard %s: %v", failed[0], firstErr))
+		c.failTx()
+		return true, nil
+	}
+	return false, nil
+}
+
+// queryMessage builds a Query message for one statement.
+func queryMessage(sql string) []byte {
+	q, _ := (&pgproto3.Query{String: sql}).Encode(nil)
+	return q
+}

@@ -1,0 +1,461 @@
+package router
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/router/planner"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+	"github.com/tesseradb/tessera/topo/shardfunc"
+)
+
+// prepared is a statement the client prepared. Shards know it by a name
+// derived from its text and parameter types, so any backend that serves
+// the session can have it (the sidecar prepares it where missing).
+type prepared struct {
+	sql   string
+	oids  []uint32
+	stmt  *plannedStmt
+	proto *pb.PreparedStatement // nil for the unnamed statement
+}
+
+// extBatch gathers extended-protocol messages up to Sync; they go to the
+// shard as one batch.
+type extBatch struct {
+	frontend []byte
+	prepared []*pb.PreparedStatement
+	r        *routed // where the batch runs
+	backend  bool    // holds messages for a shard
+	skip     bool    // an error: discard messages until Sync
+	sets     []*routed
+	txEnd    stmtKind // a COMMIT or ROLLBACK in the batch
+}
+
+func (b *extBatch) reset() {
+	b.frontend = b.frontend[:0]
+	b.prepared = b.prepared[:0]
+	b.r, b.backend, b.skip, b.sets, b.txEnd = nil, false, false, nil, 0
+}
+
+// extended handles Parse, Bind, Describe, Execute, Close and Flush.
+func (c *clientConn) extended(typ byte, msg []byte) error {
+	if c.batch.skip {
+		return nil
+	}
+	var err error
+	switch typ {
+	case 'P':
+		err = c.parse(msg)
+	case 'B':
+		err = c.bind(msg)
+	case 'D':
+		err = c.describe(msg)
+	case 'E':
+		err = c.executeMsg(msg)
+	case 'C':
+		err = c.closeMsg(msg)
+	case 'H':
+		return c.flushBatch()
+	}
+	if err != nil {
+		if pgerr.Code(err) == pgerr.ProtocolViolation {
+			return err
+		}
+		c.batchError(err)
+	}
+	return nil
+}
+
+// batchError reports an error the router found in the batch and, as
+// Postgres does, discards the rest of the batch until Sync.
+func (c *clientConn) batchError(err error) {
+	if c.batch.backend {
+		// Messages before the error still run, in order, before it.
+		c.runBatch(false)
+	}
+	c.out = appendError(c.out, "ERROR", err)
+	c.failTx()
+	c.batch.reset()
+	c.batch.skip = true
+}
+
+func contentName(sql string, oids []uint32) string {
+	h := xxh3.New()
+	h.WriteString(sql)
+	var b [4]byte
+	for _, o := range oids {
+		binary.BigEndian.PutUint32(b[:], o)
+		h.Write(b[:])
+	}
+	sum := h.Sum128().Bytes()
+	return "tsr_" + hex.EncodeToString(sum[:12])
+}
+
+func (c *clientConn) parse(msg []byte) error {
+	name, off, err := cstring(msg, 5)
+	if err != nil {
+		return err
+	}
+	sql, off, err := cstring(msg, off)
+	if err != nil {
+		return err
+	}
+	if off+2 > len(msg) {
+		return pgerr.New(pgerr.ProtocolViolation, "invalid Parse message")
+	}
+	n := int(binary.BigEndian.Uint16(msg[off:]))
+	off += 2
+	if off+4*n > len(msg) {
+		return pgerr.New(pgerr.ProtocolViolation, "invalid Parse message")
+	}
+	oids := make([]uint32, n)
+	for i := range oids {
+		oids[i] = binary.BigEndian.Uint32(msg[off+4*i:])
+	}
+	stmts, err := c.plan(sql, oids)
+	if err != nil {
+		return err
+	}
+	if len(stmts) > 1 {
+		return pgerr.New("42601", "cannot insert multiple commands into a prepared statement")
+	}
+	p := &prepared{sql: sql, oids: oids}
+	if len(stmts) == 1 {
+		p.stmt = stmts[0]
+	}
+	if name == "" {
+		c.unnamed = p
+		c.batch.frontend = append(c.batch.frontend, msg...)
+		c.batch.backend = true
+		return nil
+	}
+	if c.stmts[name] != nil {
+		return pgerr.New("42P05", "prepared statement %q already exists", name)
+	}
+	if c.batch.backend {
+		// The router answers a named Parse itself; after messages bound
+		// for a shard its answer would come out of order.
+		return pgerr.New(pgerr.FeatureNotSupported, "a named Parse after other messages in the same batch is not supported; send Sync first")
+	}
+	p.proto = &pb.PreparedStatement{Name: contentName(sql, oids), Query: sql, ParamOids: oids}
+	c.stmts[name] = p
+	c.out = appendMsg(c.out, '1')
+	return nil
+}
+
+func (c *clientConn) lookup(name string) (*prepared, error) {
+	if name == "" {
+		if c.unnamed == nil {
+			return nil, pgerr.New("26000", "unnamed prepared statement does not exist")
+		}
+		return c.unnamed, nil
+	}
+	p := c.stmts[name]
+	if p == nil {
+		return nil, pgerr.New("26000", "prepared statement %q does not exist", name)
+	}
+	return p, nil
+}
+
+// use adds a named statement to the batch's list of statements the shard
+// must have.
+func (c *clientConn) use(p *prepared) {
+	if p.proto == nil {
+		return
+	}
+	for _, x := range c.batch.prepared {
+		if x == p.proto {
+			return
+		}
+	}
+	c.batch.prepared = append(c.batch.prepared, p.proto)
+}
+
+// target sets where the batch runs; one batch runs in one place.
+func (c *clientConn) target(r *routed) error {
+	if r.err != nil {
+		return r.err
+	}
+	if c.batch.r == nil {
+		c.batch.r = r
+		return nil
+	}
+	if !sameTargets(c.batch.r, r) {
+		return pgerr.New(pgerr.FeatureNotSupported, "statements for different shards in one batch are not supported yet; send Sync between them")
+	}
+	return nil
+}
+
+func sameTargets(a, b *routed) bool {
+	if a.mode != b.mode || len(a.shards) != len(b.shards) {
+		return false
+	}
+	for i := range a.shards {
+		if a.shards[i] != b.shards[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *clientConn) bind(msg []byte) error {
+	portal, off, err := cstring(msg, 5)
+	if err != nil {
+		return err
+	}
+	name, rest, err := cstring(msg, off)
+	if err != nil {
+		return err
+	}
+	p, err := c.lookup(name)
+	if err != nil {
+		return err
+	}
+	params, err := parseBindParams(msg[rest:])
+	if err != nil {
+		return err
+	}
+	r := c.route(p.stmt, params)
+	switch r.kind {
+	case kindExplain:
+		return pgerr.New(pgerr.FeatureNotSupported, "send EXPLAIN (TESSERA) with the simple query protocol")
+	case kindTesseraSet:
+		if _, err := (&sessionSettings{}).validateTessera(r.setName, r.setValue); err != nil {
+			return err
+		}
+		c.batch.sets = append(c.batch.sets, &r)
+	case kindSet:
+		c.batch.sets = append(c.batch.sets, &r)
+	case kindCommit, kindRollback:
+		c.batch.txEnd = r.kind
+	case kindTxOther:
+		if c.tx.active && len(c.tx.shards) > 1 {
+			return pgerr.New(pgerr.FeatureNotSupported, "savepoints in a transaction over several shards need the simple query protocol")
+		}
+	}
+	if err := c.target(&r); err != nil {
+		return err
+	}
+	if r.mode == routeOne && len(r.shards) == 1 {
+		c.portals[portal] = r.shards[0]
+	}
+	if p.proto != nil {
+		// Rewrite the statement name; the parameter frames stay as sent.
+		start := len(c.batch.frontend)
+		c.batch.frontend = append(c.batch.frontend, 'B', 0, 0, 0, 0)
+		c.batch.frontend = append(c.batch.frontend, portal...)
+		c.batch.frontend = append(c.batch.frontend, 0)
+		c.batch.frontend = append(c.batch.frontend, p.proto.Name...)
+		c.batch.frontend = append(c.batch.frontend, 0)
+		c.batch.frontend = append(c.batch.frontend, msg[rest:]...)
+		binary.BigEndian.PutUint32(c.batch.frontend[start+1:], uint32(len(c.batch.frontend)-start-1))
+		c.use(p)
+	} else {
+		c.batch.frontend = append(c.batch.frontend, msg...)
+	}
+	c.batch.backend = true
+	return nil
+}
+
+// executeMsg queues an Execute; a portal bound in an earlier batch (inside
+// a transaction) runs where it was bound.
+func (c *clientConn) executeMsg(msg []byte) error {
+	if c.batch.r == nil {
+		portal, _, err := cstring(msg, 5)
+		if err != nil {
+			return err
+		}
+		shard, ok := c.portals[portal]
+		if !ok {
+			return pgerr.New("34000", "portal %q does not exist", portal)
+		}
+		c.batch.r = &routed{mode: routeOne, shards: []string{shard}}
+	}
+	c.batch.frontend = append(c.batch.frontend, msg...)
+	c.batch.backend = true
+	return nil
+}
+
+func (c *clientConn) describe(msg []byte) error {
+	if len(msg) < 7 {
+		return pgerr.New(pgerr.ProtocolViolation, "invalid Describe message")
+	}
+	name, _, err := cstring(msg, 6)
+	if err != nil {
+		return err
+	}
+	if msg[5] == 'S' {
+		p, err := c.lookup(name)
+		if err != nil {
+			return err
+		}
+		if c.batch.r == nil {
+			r := c.route(p.stmt, nil)
+			if r.err != nil || len(r.shards) == 0 || r.mode != routeOne {
+				// Describing needs any shard with the schema.
+				r = c.authoritativeRoute()
+			}
+			c.batch.r = &r
+		}
+		if p.proto != nil {
+			c.batch.frontend = appendMsg(c.batch.frontend, 'D', []byte{'S'}, cstr(p.proto.Name))
+			c.use(p)
+			c.batch.backend = true
+			return nil
+		}
+	}
+	c.batch.frontend = append(c.batch.frontend, msg...)
+	c.batch.backend = true
+	return nil
+}
+
+func (c *clientConn) closeMsg(msg []byte) error {
+	if len(msg) < 7 {
+		return pgerr.New(pgerr.ProtocolViolation, "invalid Close message")
+	}
+	name, _, err := cstring(msg, 6)
+	if err != nil {
+		return err
+	}
+	if c.batch.r == nil {
+		r := c.authoritativeRoute()
+		c.batch.r = &r
+	}
+	if msg[5] == 'S' && name != "" {
+		// The shards keep the statement (others may share it); closing a
+		// name no backend has gives CloseComplete in its place.
+		delete(c.stmts, name)
+		c.batch.frontend = appendMsg(c.batch.frontend, 'C', []byte{'S'}, cstr("tessera_closed"))
+	} else {
+		if msg[5] == 'S' {
+			c.unnamed = nil
+		}
+		c.batch.frontend = append(c.batch.frontend, msg...)
+	}
+	c.batch.backend = true
+	return nil
+}
+
+// sync ends the batch: it runs, and ReadyForQuery follows.
+func (c *clientConn) sync() error {
+	if !c.batch.skip && c.batch.backend {
+		if err := c.runBatch(true); err != nil {
+			return err
+		}
+	}
+	c.batch.reset()
+	if c.copyIn == nil {
+		c.out = appendReady(c.out, c.status())
+	}
+	return nil
+}
+
+// flushBatch answers Flush: what is gathered runs now (with a Sync the
+// client did not send; its ReadyForQuery is dropped).
+func (c *clientConn) flushBatch() error {
+	if c.batch.backend {
+		if err := c.runBatch(false); err != nil {
+			return err
+		}
+		skip := c.batch.skip
+		c.batch.reset()
+		c.batch.skip = skip
+	}
+	return c.flush()
+}
+
+// runBatch sends the gathered messages with a Sync.
+func (c *clientConn) runBatch(final bool) error {
+	r := c.batch.r
+	if r == nil {
+		ar := c.authoritativeRoute()
+		r = &ar
+	}
+	if c.batch.txEnd != 0 && c.tx.active && len(c.tx.shards) > 1 {
+		// The client's COMMIT or ROLLBACK goes to the transaction's first
+		// shard in its batch; the other shards end theirs first.
+		if err := c.endOthers(c.batch.txEnd == kindCommit); err != nil {
+			c.out = appendError(c.out, "ERROR", err)
+			c.tx.failed = true
+		}
+	}
+	frontend := append(c.batch.frontend, 'S', 0, 0, 0, 4)
+	failed, err := c.execute(context.Background(), r, frontend, c.batch.prepared, len(c.batch.sets) > 0)
+	if err != nil {
+		return err
+	}
+	if failed {
+		c.batch.skip = !final
+		return nil
+	}
+	for _, s := range c.batch.sets {
+		c.recordSetting(s)
+	}
+	return nil
+}
+
+// bindParams is a Bind message's parameter section, read in place.
+type bindParams struct {
+	formats []byte // int16 format codes
+	nfmt    int
+	values  [][]byte // nil for NULL
+}
+
+func parseBindParams(b []byte) (*bindParams, error) {
+	bad := pgerr.New(pgerr.ProtocolViolation, "invalid Bind message")
+	if len(b) < 2 {
+		return nil, bad
+	}
+	p := &bindParams{nfmt: int(binary.BigEndian.Uint16(b))}
+	b = b[2:]
+	if len(b) < 2*p.nfmt+2 {
+		return nil, bad
+	}
+	p.formats, b = b[:2*p.nfmt], b[2*p.nfmt:]
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	p.values = make([][]byte, n)
+	for i := 0; i < n; i++ {
+		if len(b) < 4 {
+			return nil, bad
+		}
+		l := int(int32(binary.BigEndian.Uint32(b)))
+		b = b[4:]
+		if l < 0 {
+			continue
+		}
+		if l > len(b) {
+			return nil, bad
+		}
+		p.values[i], b = b[:l], b[l:]
+	}
+	return p, nil
+}
+
+// param returns parameter n (1-based) with its format code; the value is
+// nil for NULL.
+func (p *bindParams) param(n int) (shardfunc.Format, []byte, bool) {
+	if n < 1 || n > len(p.values) {
+		return 0, nil, false
+	}
+	var f int16
+	switch {
+	case p.nfmt == 1:
+		f = int16(binary.BigEndian.Uint16(p.formats))
+	case p.nfmt > 1 && n <= p.nfmt:
+		f = int16(binary.BigEndian.Uint16(p.formats[2*(n-1):]))
+	}
+	return shardfunc.Format(f), p.values[n-1], true
+}
+
+// planner gives the planner the parameters, or nil without a Bind.
+func (p *bindParams) planner() planner.Params {
+	if p == nil {
+		return nil
+	}
+	return p.param
+}

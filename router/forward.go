@@ -1,0 +1,126 @@
+package router
+
+import (
+	"strconv"
+	"strings"
+)
+
+// forwarder passes a single shard's answer to the client untouched, except
+// for the final ReadyForQuery, which the router writes itself because the
+// client's transaction status may span several shards. It holds back one
+// chunk so that it knows which is the last.
+type forwarder struct {
+	c       *clientConn
+	held    []byte
+	err     error
+	scan    bool // look at message types (only when the caller needs them)
+	failed  bool // an ErrorResponse was seen (with scan)
+	copyOut bool
+}
+
+func (f *forwarder) emit(chunk []byte) error {
+	if f.held != nil {
+		if err := f.c.write(f.held); err != nil {
+			f.err = err
+			return err
+		}
+	}
+	if f.scan {
+		backendMessages(chunk, func(typ byte, _ []byte) error {
+			if typ == 'E' {
+				f.failed = true
+			}
+			return nil
+		})
+	}
+	f.held = chunk
+	return nil
+}
+
+// finish writes the last chunk without its ReadyForQuery (absent when the
+// batch ended waiting for COPY data).
+func (f *forwarder) finish(copyIn bool) error {
+	last := f.held
+	f.held = nil
+	if !copyIn && len(last) >= 6 && last[len(last)-6] == 'Z' {
+		last = last[:len(last)-6]
+	}
+	if len(last) == 0 {
+		return nil
+	}
+	return f.c.write(last)
+}
+
+// merger combines the answers of one statement run on several shards:
+// the first RowDescription, every DataRow as it arrives, and one
+// CommandComplete whose row count is the sum of the shards'. The first
+// error ends the statement.
+type merger struct {
+	c       *clientConn
+	later   bool // past the first shard: only rows, notices and errors pass
+	tagVerb string
+	rows    int64
+	failed  bool
+	pending []byte
+}
+
+// next moves on to the next shard's answer.
+func (m *merger) next() { m.later = true }
+
+func (m *merger) emit(chunk []byte) error {
+	if m.failed {
+		return nil
+	}
+	out := m.pending[:0]
+	err := backendMessages(chunk, func(typ byte, msg []byte) error {
+		if m.later && typ != 'D' && typ != 'E' && typ != 'N' && typ != 'C' {
+			return nil
+		}
+		switch typ {
+		case 'C':
+			verb, n := splitTag(string(msg[5 : len(msg)-1]))
+			m.tagVerb = verb
+			m.rows += n
+			return nil
+		case 'Z', 'I':
+			return nil
+		case 'E':
+			m.failed = true
+		}
+		out = append(out, msg...)
+		return nil
+	})
+	m.pending = out
+	if err != nil {
+		return err
+	}
+	return m.c.write(out)
+}
+
+// tag returns the combined CommandComplete tag.
+func (m *merger) tag() string {
+	switch m.tagVerb {
+	case "INSERT":
+		return "INSERT 0 " + strconv.FormatInt(m.rows, 10)
+	case "":
+		return ""
+	}
+	return m.tagVerb + " " + strconv.FormatInt(m.rows, 10)
+}
+
+// splitTag splits "SELECT 5", "UPDATE 3", "INSERT 0 2" into verb and count.
+func splitTag(tag string) (string, int64) {
+	i := strings.LastIndexByte(tag, ' ')
+	if i < 0 {
+		return tag, 0
+	}
+	n, err := strconv.ParseInt(tag[i+1:], 10, 64)
+	if err != nil {
+		return tag, 0
+	}
+	verb := tag[:i]
+	if strings.HasPrefix(verb, "INSERT ") {
+		verb = "INSERT"
+	}
+	return verb, n
+}

@@ -1,0 +1,69 @@
+// Package planner turns SQL text into routing plans and caches them.
+//
+// The router calls Plan for every Query and Parse. On a cache miss the text
+// is parsed by pg_query (Postgres's own parser) and each statement gets a
+// Statement: what it is (Kind), where it runs (Route, Targets, Keys) and
+// what it binds to the session. At execution the router asks
+// Statement.Shards for the target shards, which routes literal and
+// parameter shard-key values through the topology's placements.
+//
+// # Routes
+//
+//   - Authoritative: statements touching no table, tables of the
+//     authoritative or of any single-shard group, reference tables read
+//     alone (from the authoritative shard if it has a copy).
+//   - Shard: the WHERE clause has col = v, v = col or col IN (v, ...),
+//     alone or in a conjunction, on a shard-key column (or, for reads and
+//     UPDATE/DELETE, an alternate index's column), where v is a literal or
+//     a parameter, possibly cast; INSERT ... VALUES with the key column in
+//     its column list. Joins of tables of one sharded group are assumed to
+//     be on the shard key (colocated) and follow a key predicate on any of
+//     them.
+//   - Scatter: every shard of the group, for a SELECT, UPDATE or DELETE
+//     without a usable key predicate. A SELECT that needs the rows of
+//     several shards combined (ORDER BY, LIMIT, OFFSET, aggregates, GROUP
+//     BY, HAVING, DISTINCT, window functions, UNION/INTERSECT/EXCEPT,
+//     anywhere in the statement) is refused with SQLSTATE 0A000 when it
+//     would reach more than one shard.
+//   - Everywhere: DDL, roles and databases on every shard of the topology
+//     (simpler than working out the groups involved, and never wrong);
+//     TRUNCATE, LOCK and maintenance on the shards of their tables; writes
+//     to a reference table on every shard with a copy.
+//   - Router: transaction control, SET/RESET, DISCARD, FETCH/MOVE/CLOSE,
+//     EXPLAIN (TESSERA) and the empty query, which the router handles.
+//
+// Not supported (0A000): joins across groups or across shards without a
+// key, INSERT without a column list or without the key into a sharded table
+// (the router does not know column order), INSERT ... SELECT into one, a
+// multi-row INSERT whose rows land on different shards (reported by
+// Shards), UPDATE of a shard key, MERGE or COPY FROM into a sharded table,
+// CREATE TABLE AS, SELECT INTO, server-side COPY files, cursors over
+// several shards, SQL-level PREPARE of statements that do not run on the
+// authoritative shard. Temporary tables, LISTEN, LOAD, PREPARE and
+// session-level advisory locks run on the authoritative shard and are
+// flagged in SessionState.
+//
+// # The plan cache
+//
+// Plans are cached by the statement's shape: a fast pure-Go scanner
+// replaces each literal with a placeholder of its class (integer, numeric,
+// string, ...), drops comments and collapses whitespace; the key also holds
+// the database, search path, parameter types and topology revision. A hit
+// re-reads the routing literals from the new text by their token index, so
+// SELECT ... WHERE id = 42 and ... WHERE id = 1 share one plan and still go
+// to their own shards.
+//
+// Sharing is sound only if the scanner's literal tokens are exactly the
+// constants Postgres's parser made. On a miss every literal token is
+// matched with an A_Const location (a folded unary minus puts the location
+// on the sign); if one is unmatched (a COMMENT string, a function body, two
+// strings concatenated across a line break), if the scanner met something
+// it does not model (1_000, an unterminated quote), or if the plan holds a
+// literal's value (SET), the input is cached by its exact text instead.
+// Routing literals must be integers, other numbers, standard strings or
+// dollar-quoted strings; an E'..' or similar value is not used as a key.
+// Plans holding a Schema error are not cached.
+//
+// Literal text is read as with standard_conforming_strings on, the default
+// since Postgres 9.1 and what pg_query assumes.
+package planner

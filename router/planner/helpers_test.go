@@ -1,0 +1,133 @@
+package planner
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/topo"
+	"github.com/tesseradb/tessera/topo/shardfunc"
+)
+
+// loadTopology parses testdata/topologies/NAME.
+func loadTopology(t testing.TB, name string) *topo.Topology {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "testdata", "topologies", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseTopology(t, string(doc))
+}
+
+func parseTopology(t testing.TB, doc string) *topo.Topology {
+	t.Helper()
+	top, err := topo.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// referenceTopology is store_xxhash with an app schema and reference
+// tables: countries on the customer shards only, currencies everywhere.
+const referenceTopology = `{
+  "authoritative_shard_group": "main",
+  "shard_indexes": {"customer_id_xxhash": {"type": "xxhash", "columns": ["customer_id"]}},
+  "shard_groups": [
+    {"uid": "main", "key_ranges": [{"shard_uid": "shard-0"}]},
+    {"uid": "customer_data", "default_shard_index": "customer_id_xxhash",
+     "key_ranges": [{"shard_uid": "customer-shard-1", "end": "80"}, {"shard_uid": "customer-shard-2", "start": "80"}]}
+  ],
+  "databases": {"store": {"schemas": {
+    "public": {"tables": {"customers": {"shard_group": "customer_data"}},
+               "reference_tables": {"countries": {"shard_groups": ["customer_data"]},
+                                    "currencies": {"shard_groups": ["main", "customer_data"]}}},
+    "app": {"tables": {"accounts": {"shard_group": "customer_data"}}}
+  }}}
+}`
+
+// fakeSchema is a catalog stand-in: "db.schema.table.column" -> type.
+type fakeSchema map[string]shardfunc.ColumnType
+
+func (s fakeSchema) ColumnType(db, schema, table, column string) (shardfunc.ColumnType, error) {
+	if t, ok := s[db+"."+schema+"."+table+"."+column]; ok {
+		return t, nil
+	}
+	return 0, &pgerr.Error{Code: "42703", Message: "column " + column + " of " + table + " does not exist"}
+}
+
+var testSchema = fakeSchema{
+	"store.public.customers.customer_id":      shardfunc.Int8,
+	"store.public.orders.customer_id":         shardfunc.Int4,
+	"store.app.accounts.customer_id":          shardfunc.Int8,
+	"extenddb.public.items.pk":                shardfunc.Text,
+	"extenddb.public.stream_records.base_pk":  shardfunc.Text,
+	"extenddb.public.stream_records.shard_id": shardfunc.Varchar,
+}
+
+// params returns Params for the given values: strings in text format,
+// int64 and int32 in binary, nil for NULL.
+func params(values ...any) Params {
+	type param struct {
+		format shardfunc.Format
+		value  []byte
+	}
+	ps := make([]param, len(values))
+	for i, v := range values {
+		switch v := v.(type) {
+		case string:
+			ps[i] = param{shardfunc.TextFormat, []byte(v)}
+		case int64:
+			ps[i] = param{shardfunc.BinaryFormat, binary.BigEndian.AppendUint64(nil, uint64(v))}
+		case int32:
+			ps[i] = param{shardfunc.BinaryFormat, binary.BigEndian.AppendUint32(nil, uint32(v))}
+		}
+	}
+	return func(n int) (shardfunc.Format, []byte, bool) {
+		if n < 1 || n > len(ps) {
+			return 0, nil, false
+		}
+		return ps[n-1].format, ps[n-1].value, true
+	}
+}
+
+// summary renders a statement and its execution-time route in one line:
+// "kind route shard,shard" or "kind error CODE".
+func summary(st *Statement, p Params) string {
+	shards, err := st.Shards(p)
+	if err != nil {
+		return st.Kind.String() + " error " + pgerr.Code(err)
+	}
+	return strings.TrimSpace(st.Kind.String() + " " + st.Route.String() + " " + strings.Join(shards, ","))
+}
+
+func planOne(t testing.TB, p *Planner, top *topo.Topology, in Input) *Statement {
+	t.Helper()
+	stmts, err := p.Plan(top, 1, testSchema, in)
+	if err != nil {
+		t.Fatalf("%q: %v", in.SQL, err)
+	}
+	if len(stmts) != 1 {
+		t.Fatalf("%q: %d statements", in.SQL, len(stmts))
+	}
+	return stmts[0]
+}
+
+func store(sql string) Input {
+	return Input{SQL: sql, Database: "store", SearchPath: []string{"public"}}
+}
+
+func errCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	var pe *pgerr.Error
+	if !errors.As(err, &pe) {
+		return "no pgerr"
+	}
+	return pe.Code
+}

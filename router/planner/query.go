@@ -1,0 +1,242 @@
+package planner
+
+import pg_query "github.com/pganalyze/pg_query_go/v6"
+
+// query is a SELECT, INSERT, UPDATE, DELETE, MERGE or COPY as placement
+// sees it.
+type query struct {
+	kind   Kind
+	read   bool                 // a read: the cross-shard restrictions apply
+	from   []*pg_query.RangeVar // the tables of its own FROM or USING
+	target *pg_query.RangeVar   // the table written
+	where  *pg_query.Node
+	insert *pg_query.InsertStmt
+	sets   []*pg_query.Node // SET targets of UPDATE and ON CONFLICT DO UPDATE
+}
+
+func (c *planCtx) planQuery(st *Statement, q *query, f *facts) {
+	refs, err := c.resolveTables(f, q.from, q.target)
+	if err != nil {
+		st.Err = err
+		return
+	}
+	st.Tables = tableNames(refs)
+	c.place(st, q, refs, f)
+}
+
+// place chooses the route of a query from the placements of its tables.
+// Catalogs are on every shard and never constrain it. Reference tables are
+// on every shard of their groups and join with anything there. Otherwise
+// every table must live on one shard, or all in one sharded group, where a
+// shard-key predicate picks shards; joins within a group are assumed to be
+// on the shard key (colocated).
+func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
+	var sharded, fixed, reference []*tableRef
+	var target *tableRef
+	for _, r := range refs {
+		if r.target {
+			target = r
+		}
+		switch {
+		case r.catalog:
+		case r.place.IsReference():
+			reference = append(reference, r)
+		case r.place.Group.SingleShard():
+			fixed = append(fixed, r)
+		default:
+			sharded = append(sharded, r)
+		}
+	}
+	if target != nil && !target.catalog && target.place.IsReference() {
+		c.placeReferenceWrite(st, q, target, refs)
+		return
+	}
+	if len(sharded) == 0 {
+		c.placeFixed(st, fixed, reference)
+		return
+	}
+	g := sharded[0].place.Group
+	for _, r := range sharded[1:] {
+		if r.place.Group != g {
+			st.Err = unsupported("a join across shard groups %s and %s is not supported yet (%s, %s)",
+				g.UID, r.place.Group.UID, sharded[0].name, r.name)
+			return
+		}
+	}
+	if len(fixed) > 0 {
+		st.Err = unsupported("a join across shard groups %s and %s is not supported yet (%s, %s)",
+			g.UID, fixed[0].place.Group.UID, sharded[0].name, fixed[0].name)
+		return
+	}
+	st.Group, st.Targets = g.UID, g.Shards()
+	for _, r := range reference {
+		if missing := notHeld(r, st.Targets); missing != "" {
+			st.Err = unsupported("reference table %s has no copy on shard %s of group %s", r.name, missing, g.UID)
+			return
+		}
+	}
+	switch {
+	case q.kind == Insert:
+		c.insertKeys(st, q, target)
+		return
+	case q.kind == Merge:
+		st.Err = unsupported("MERGE into sharded table %s is not supported yet", target.name)
+		return
+	case q.kind == Copy && target != nil:
+		st.Err = unsupported("COPY into sharded table %s is not supported yet", target.name)
+		return
+	case target != nil:
+		if err := checkSets(q.sets, target); err != nil {
+			st.Err = err
+			return
+		}
+	}
+	// Keys come from the statement's own WHERE, so only its own FROM's
+	// tables (or the table written) can own them.
+	var candidates []*tableRef
+	for _, r := range sharded {
+		if r.top && (target == nil || r.target) {
+			candidates = append(candidates, r)
+		}
+	}
+	if c.whereKeys(st, q.where, candidates) || st.Err != nil {
+		if q.read && f.crossShard != "" {
+			st.multiShard = crossShard(f.crossShard, severalShards(g.UID))
+		}
+		return
+	}
+	if len(sharded) > 1 {
+		st.Err = unsupported("a cross-shard join is not supported yet (no shard-key equality on the tables of group %s)", g.UID)
+		return
+	}
+	st.Route = Scatter
+	if q.read && f.crossShard != "" {
+		st.Err = crossShard(f.crossShard, everyShard(g.UID))
+	}
+}
+
+// placeFixed routes a query whose tables live on single shards (or are
+// reference tables, or none at all) to the one shard that has them all.
+func (c *planCtx) placeFixed(st *Statement, fixed, reference []*tableRef) {
+	shard := ""
+	for _, r := range fixed {
+		s := r.place.Group.KeyRanges[0].ShardUID
+		if shard != "" && s != shard {
+			st.Err = unsupported("a join across shard groups %s and %s is not supported yet (%s, %s)",
+				fixed[0].place.Group.UID, r.place.Group.UID, fixed[0].name, r.name)
+			return
+		}
+		shard = s
+	}
+	if shard == "" {
+		// Reference tables alone are read from the authoritative shard
+		// if it has them, else from the first shard that has them all.
+		shard = c.top.AuthoritativeShard()
+		if len(reference) > 0 && notHeld(reference[0], []string{shard}) != "" {
+			shard = referenceShards(reference[0])[0]
+		}
+	}
+	for _, r := range reference {
+		if notHeld(r, []string{shard}) != "" {
+			st.Err = unsupported("reference table %s has no copy on shard %s, where the statement's other tables are", r.name, shard)
+			return
+		}
+	}
+	st.Route, st.Targets = Authoritative, []string{shard}
+}
+
+// placeReferenceWrite sends a write to a reference table to every copy.
+func (c *planCtx) placeReferenceWrite(st *Statement, q *query, target *tableRef, refs []*tableRef) {
+	if q.kind == Copy {
+		st.Err = unsupported("COPY into reference table %s is not supported yet", target.name)
+		return
+	}
+	shards := referenceShards(target)
+	for _, r := range refs {
+		switch {
+		case r == target || r.catalog:
+		case !r.place.IsReference():
+			st.Err = unsupported("a write to reference table %s that reads table %s is not supported yet", target.name, r.name)
+			return
+		case notHeld(r, shards) != "":
+			st.Err = unsupported("reference table %s has no copy on every shard of reference table %s", r.name, target.name)
+			return
+		}
+	}
+	st.Route, st.Targets = Everywhere, shards
+}
+
+// referenceShards lists the shards holding a copy of a reference table, in
+// the order of its groups.
+func referenceShards(r *tableRef) []string {
+	var out []string
+	for _, g := range r.place.ReferenceGroups {
+		out = appendNew(out, g.Shards()...)
+	}
+	return out
+}
+
+// notHeld returns the first of shards that has no copy of reference table
+// r, or "".
+func notHeld(r *tableRef, shards []string) string {
+	have := referenceShards(r)
+	for _, s := range shards {
+		if !contains(have, s) {
+			return s
+		}
+	}
+	return ""
+}
+
+// checkSets refuses an UPDATE (or ON CONFLICT DO UPDATE) that changes a
+// shard key of a sharded table: the row would have to move to another
+// shard.
+func checkSets(sets []*pg_query.Node, target *tableRef) error {
+	p := target.place
+	for _, n := range sets {
+		col := n.GetResTarget().GetName()
+		switch {
+		case col == "":
+		case col == p.ShardColumn():
+			return unsupported("UPDATE of shard key column %s of %s is not supported yet", col, target.name)
+		case p.Alternate(col) != nil:
+			return unsupported("UPDATE of alternate shard key column %s of %s is not supported yet", col, target.name)
+		}
+	}
+	return nil
+}
+
+// tableShards lists the shards holding any of refs (every shard of their
+// groups, the copies of reference tables), in order of appearance.
+func tableShards(refs []*tableRef) []string {
+	var out []string
+	for _, r := range refs {
+		switch {
+		case r.catalog:
+		case r.place.IsReference():
+			out = appendNew(out, referenceShards(r)...)
+		default:
+			out = appendNew(out, r.place.Group.Shards()...)
+		}
+	}
+	return out
+}
+
+// appendNew appends those of items that are not in out yet.
+func appendNew(out []string, items ...string) []string {
+	for _, s := range items {
+		if !contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

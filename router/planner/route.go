@@ -1,0 +1,116 @@
+package planner
+
+import (
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/topo/shardfunc"
+)
+
+// Params gives the parameter values of a Bind message: the format code and
+// raw bytes of 1-based parameter n, value nil for SQL NULL; ok is false when
+// the Bind has no parameter n.
+type Params func(n int) (format shardfunc.Format, value []byte, ok bool)
+
+// Shards returns the shards the statement runs on, or the error it fails
+// with. For a Shard route it routes every key: a literal by its text (as
+// the column type's text input would read it), a parameter by the Bind's
+// format and bytes; params may be nil for the simple protocol. Keys that are
+// NULL match no row and are skipped (a statement whose keys are all NULL
+// still needs an answer, so it goes to the group's first shard); an INSERT
+// with a NULL shard key is refused. The result is in the group's key order
+// and must not be modified. Routing a single integer key does not allocate.
+func (s *Statement) Shards(params Params) ([]string, error) {
+	if s.Err != nil {
+		return nil, s.Err
+	}
+	if s.Route != Shard {
+		return s.Targets, nil
+	}
+	var seen uint64 // bit i: Targets[i] is reached
+	var many []bool // instead of seen for groups of more than 64 shards
+	if len(s.Targets) > 64 {
+		many = make([]bool, len(s.Targets))
+	}
+	distinct, first := 0, 0
+	var rowKey uint64
+	for i := range s.Keys {
+		k := &s.Keys[i]
+		key, null, err := k.route(params)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case k.Check:
+			if !null {
+				if err := s.Placement.CheckAlternateKey(rowKey, k.Index, key); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		case null && s.PerRow:
+			return nil, &pgerr.Error{Code: notNullViolationCode,
+				Message: "null value in shard key column \"" + k.Column + "\" cannot be routed"}
+		case null:
+			continue
+		}
+		rowKey = key
+		at := indexOf(s.Targets, s.Placement.Group.ShardFor(key))
+		if many != nil {
+			if many[at] {
+				continue
+			}
+			many[at] = true
+		} else {
+			if seen&(1<<at) != 0 {
+				continue
+			}
+			seen |= 1 << at
+		}
+		if distinct++; distinct == 1 {
+			first = at
+		}
+	}
+	if distinct <= 1 {
+		return s.Targets[first : first+1], nil
+	}
+	if s.multiShard != nil {
+		return nil, s.multiShard
+	}
+	out := make([]string, 0, distinct)
+	for i, t := range s.Targets {
+		if many != nil && many[i] || many == nil && seen&(1<<i) != 0 {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// route computes the routing key of k's value; null reports SQL NULL.
+func (k *Key) route(params Params) (key uint64, null bool, err error) {
+	var buf [64]byte
+	raw, format := k.AppendValue(buf[:0]), shardfunc.TextFormat
+	if k.Param > 0 {
+		if params == nil {
+			return 0, false, pgerr.New(undefinedParameter, "there is no parameter $%d", k.Param)
+		}
+		f, v, ok := params(k.Param)
+		if !ok {
+			return 0, false, pgerr.New(pgerr.ProtocolViolation, "bind message has no value for parameter $%d", k.Param)
+		}
+		if v == nil {
+			return 0, true, nil
+		}
+		raw, format = v, f
+	}
+	key, err = k.Index.Func.Key(k.Type, format, raw)
+	return key, false, err
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	// ShardFor only returns shards of the group, which Targets lists.
+	panic("planner: shard " + s + " is not in its group")
+}

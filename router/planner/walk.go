@@ -1,0 +1,176 @@
+package planner
+
+import (
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// walk calls visit for every message of the parse tree under m, parents
+// first; visit returns false to skip a message's children. It goes through
+// protobuf reflection so that no node type (a subquery in a function
+// argument, a CTE inside an INSERT) can be forgotten.
+func walk(m protoreflect.Message, visit func(proto.Message) bool) {
+	if !visit(m.Interface()) {
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Kind() != protoreflect.MessageKind || fd.IsMap() {
+			return true
+		}
+		if fd.IsList() {
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				walk(l.Get(i).Message(), visit)
+			}
+			return true
+		}
+		walk(v.Message(), visit)
+		return true
+	})
+}
+
+// facts is what one walk over a statement's tree finds.
+type facts struct {
+	ranges []*pg_query.RangeVar // every RangeVar, CTE references included
+	ctes   map[string]bool      // names of WITH queries
+	consts []int32              // A_Const locations
+	// crossShard names the first construct that cannot be answered by
+	// concatenating the results of several shards ("ORDER BY", ...).
+	crossShard   string
+	locking      bool // FOR UPDATE / SHARE
+	modifyingCTE bool // WITH x AS (INSERT / UPDATE / DELETE / MERGE ...)
+	session      SessionState
+}
+
+func collect(n *pg_query.Node) *facts {
+	f := &facts{}
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		switch x := m.(type) {
+		case *pg_query.RangeVar:
+			f.ranges = append(f.ranges, x)
+		case *pg_query.A_Const:
+			f.consts = append(f.consts, x.Location)
+		case *pg_query.CommonTableExpr:
+			if f.ctes == nil {
+				f.ctes = map[string]bool{}
+			}
+			f.ctes[x.Ctename] = true
+			switch x.Ctequery.GetNode().(type) {
+			case *pg_query.Node_InsertStmt, *pg_query.Node_UpdateStmt, *pg_query.Node_DeleteStmt, *pg_query.Node_MergeStmt:
+				f.modifyingCTE = true
+			}
+		case *pg_query.SelectStmt:
+			f.selectFacts(x)
+		case *pg_query.FuncCall:
+			f.funcFacts(x)
+		case *pg_query.JsonArrayAgg, *pg_query.JsonObjectAgg:
+			f.cross("aggregate functions")
+		case *pg_query.LockingClause:
+			// FOR UPDATE OF a names range aliases, not tables.
+			f.locking = true
+			return false
+		case *pg_query.IntoClause:
+			// SELECT INTO names a table to create; the planner refuses
+			// it before it could be mistaken for a table read.
+			return false
+		}
+		return true
+	})
+	return f
+}
+
+func (f *facts) cross(what string) {
+	if f.crossShard == "" {
+		f.crossShard = what
+	}
+}
+
+func (f *facts) selectFacts(s *pg_query.SelectStmt) {
+	switch s.Op {
+	case pg_query.SetOperation_SETOP_UNION:
+		f.cross("UNION")
+	case pg_query.SetOperation_SETOP_INTERSECT:
+		f.cross("INTERSECT")
+	case pg_query.SetOperation_SETOP_EXCEPT:
+		f.cross("EXCEPT")
+	}
+	switch {
+	case len(s.SortClause) > 0:
+		f.cross("ORDER BY")
+	case s.LimitCount != nil || s.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES:
+		f.cross("LIMIT")
+	case s.LimitOffset != nil:
+		f.cross("OFFSET")
+	case len(s.GroupClause) > 0:
+		f.cross("GROUP BY")
+	case s.HavingClause != nil:
+		f.cross("HAVING")
+	case len(s.DistinctClause) > 0:
+		f.cross("DISTINCT")
+	case len(s.WindowClause) > 0:
+		f.cross("window functions")
+	}
+}
+
+func (f *facts) funcFacts(fc *pg_query.FuncCall) {
+	name := funcName(fc)
+	switch {
+	case fc.Over != nil:
+		f.cross("window functions")
+	case fc.AggStar || fc.AggDistinct || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.AggFilter != nil || aggregates[name]:
+		f.cross("aggregate functions")
+	}
+	switch {
+	case sessionLocks[name]:
+		f.session |= AdvisoryLock
+	case name == "set_config" && !(len(fc.Args) == 3 && isTrue(fc.Args[2])):
+		f.session |= SessionConfig
+	}
+}
+
+// funcName is a function's name without its schema.
+func funcName(fc *pg_query.FuncCall) string {
+	if len(fc.Funcname) == 0 {
+		return ""
+	}
+	return strings.ToLower(fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval())
+}
+
+// isTrue reports the keyword TRUE. A string literal 'true' would make the
+// plan depend on a literal's value, which a cached plan must not.
+func isTrue(n *pg_query.Node) bool {
+	b, ok := n.GetAConst().GetVal().(*pg_query.A_Const_Boolval)
+	return ok && b.Boolval.GetBoolval()
+}
+
+// aggregates are Postgres's built-in aggregate functions. User-defined
+// aggregates called without DISTINCT, ORDER BY, FILTER or * cannot be told
+// from plain functions without the catalog.
+var aggregates = setOf(
+	"avg", "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "count", "every", "max", "min", "sum",
+	"any_value", "array_agg", "string_agg", "json_agg", "jsonb_agg", "json_agg_strict", "jsonb_agg_strict",
+	"json_object_agg", "jsonb_object_agg", "json_object_agg_strict", "jsonb_object_agg_strict",
+	"json_object_agg_unique", "jsonb_object_agg_unique", "json_object_agg_unique_strict",
+	"jsonb_object_agg_unique_strict", "range_agg", "range_intersect_agg", "xmlagg",
+	"corr", "covar_pop", "covar_samp", "regr_avgx", "regr_avgy", "regr_count", "regr_intercept",
+	"regr_r2", "regr_slope", "regr_sxx", "regr_sxy", "regr_syy", "stddev", "stddev_pop",
+	"stddev_samp", "variance", "var_pop", "var_samp", "mode", "percentile_cont", "percentile_disc",
+)
+
+// sessionLocks take or release session-level advisory locks, which outlive
+// the transaction (the _xact_ variants do not).
+var sessionLocks = setOf(
+	"pg_advisory_lock", "pg_advisory_lock_shared", "pg_try_advisory_lock", "pg_try_advisory_lock_shared",
+	"pg_advisory_unlock", "pg_advisory_unlock_shared", "pg_advisory_unlock_all",
+)
+
+func setOf(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}

@@ -1,0 +1,249 @@
+package router
+
+import (
+	"strings"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/router/planner"
+)
+
+// plannedStmt is one statement's cached plan.
+type plannedStmt = planner.Statement
+
+// plan plans the statements of sql against the current topology.
+func (c *clientConn) plan(sql string, oids []uint32) ([]*plannedStmt, error) {
+	snap := c.srv.topo.Current()
+	if snap == nil {
+		return nil, pgerr.New(pgerr.ConfigFileError, "no data topology is stored")
+	}
+	return c.srv.planner.Plan(snap.Topology, snap.Revision, c.srv.schema, planner.Input{
+		SQL:        sql,
+		Database:   c.database,
+		SearchPath: c.searchPath(),
+		ParamOIDs:  oids,
+	})
+}
+
+// searchPath is the session's search_path. "$user" counts only when the
+// topology lists a schema of that name: the router cannot see whether one
+// exists on the shards, and without it Postgres skips the entry.
+func (c *clientConn) searchPath() []string {
+	var schemas map[string]bool
+	if snap := c.srv.topo.Current(); snap != nil {
+		if db := snap.Topology.Databases[c.database]; db != nil {
+			schemas = map[string]bool{}
+			for name := range db.Schemas {
+				schemas[name] = true
+			}
+		}
+	}
+	v, ok := c.settings.get("search_path")
+	if !ok {
+		v = `"$user", public`
+	}
+	var out []string
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if strings.HasPrefix(part, `"`) && strings.HasSuffix(part, `"`) && len(part) >= 2 {
+			part = strings.ReplaceAll(part[1:len(part)-1], `""`, `"`)
+		} else {
+			part = strings.ToLower(part)
+		}
+		if part == "$user" {
+			if !schemas[c.user] {
+				continue
+			}
+			part = c.user
+		}
+		if part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// route resolves a planned statement's targets with the statement's text
+// (for literal values) and the Bind parameters, if any.
+func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
+	if st == nil {
+		return routed{kind: kindEmpty}
+	}
+	r := routed{sql: st.SQL, readOnly: st.ReadOnly, sessionState: st.SessionState != 0, noTx: st.NoTransaction, err: st.Err}
+	if r.err != nil {
+		if only := c.onlyShard(); only != "" && pgerr.Code(r.err) == pgerr.FeatureNotSupported {
+			// With one shard in the whole topology nothing needs
+			// distributing: the shard runs it exactly as Postgres would.
+			r.err, r.mode, r.shards = nil, routeOne, []string{only}
+			r.ddl = st.Kind == planner.DDL || st.Kind == planner.Utility
+		}
+		return r
+	}
+	switch st.Kind {
+	case planner.Empty:
+		r.kind = kindEmpty
+		return r
+	case planner.ExplainTessera:
+		r.kind = kindExplain
+		r.explain = st.Describe(params.planner())
+		return r
+	case planner.Transaction:
+		// The simple protocol handles these in the router; the extended
+		// protocol sends them to the transaction's first shard (or the
+		// authoritative one) in the client's batch.
+		r.mode, r.shards = routeOne, c.authoritativeRoute().shards
+		switch st.Transaction {
+		case planner.Begin:
+			r.kind = kindBegin
+		case planner.Commit:
+			r.kind = kindCommit
+		case planner.Rollback:
+			r.kind = kindRollback
+		case planner.Savepoint, planner.Release, planner.RollbackTo:
+			r.kind = kindTxOther
+		}
+		if r.kind != kindTxOther {
+			return r
+		}
+	case planner.Set:
+		if s := st.Setting; s != nil {
+			if strings.HasPrefix(strings.ToLower(s.Name), "tessera.") {
+				r.kind, r.setName, r.setValue, r.setLocal = kindTesseraSet, s.Name, s.Value, s.Local
+				if s.Op != planner.SetValue {
+					r.setValue, r.reset = "default", true
+				}
+				r.shards, r.mode = c.txOrAuthoritative(st.Targets), routeOne
+				if len(r.shards) == 0 {
+					r.shards = c.authoritativeRoute().shards
+				}
+				return r
+			}
+			switch s.Op {
+			case planner.SetValue:
+				r.kind, r.setName, r.setValue, r.setLocal = kindSet, s.Name, s.Value, s.Local
+			case planner.Reset:
+				r.kind, r.setName, r.reset, r.setLocal = kindSet, s.Name, true, s.Local
+			case planner.ResetAll:
+				r.kind, r.setName, r.reset = kindSet, "all", true
+			}
+		}
+	case planner.Show:
+		if strings.HasPrefix(strings.ToLower(st.Name), "tessera.") {
+			// Answered by the router in the simple protocol; in the
+			// extended protocol the shard answers from the session's
+			// settings, which carry tessera.* once set.
+			r.kind, r.setName = kindTesseraShow, st.Name
+		}
+	case planner.DDL:
+		r.ddl = true
+		r.roles = isRoleDDL(st.SQL)
+	}
+	switch st.Route {
+	case planner.Shard:
+		shards, err := st.Shards(params.planner())
+		if err != nil {
+			r.err = err
+			return r
+		}
+		r.shards = shards
+		r.mode = routeOne
+		if len(shards) > 1 {
+			r.mode = routeScatter
+		}
+	case planner.Scatter:
+		r.shards, r.mode, r.allShards = st.Targets, routeScatter, true
+		if len(st.Targets) == 1 {
+			r.mode = routeOne
+		}
+	case planner.Everywhere:
+		r.shards, r.mode = st.Targets, routeEverywhere
+		if len(st.Targets) == 1 {
+			r.mode = routeOne
+		}
+	default:
+		r.shards, r.mode = c.txOrAuthoritative(st.Targets), routeOne
+	}
+	if len(r.shards) == 0 {
+		ar := c.authoritativeRoute()
+		r.shards = ar.shards
+	}
+	return r
+}
+
+// txOrAuthoritative sends statements that could run anywhere (SELECT 1,
+// SET, SHOW) into the open transaction's shard, so they see its state.
+func (c *clientConn) txOrAuthoritative(targets []string) []string {
+	if c.tx.active && len(c.tx.shards) > 0 {
+		return c.tx.shards[:1]
+	}
+	return targets
+}
+
+// onlyShard returns the topology's shard when it has exactly one.
+func (c *clientConn) onlyShard() string {
+	snap := c.srv.topo.Current()
+	if snap == nil {
+		return ""
+	}
+	if shards := snap.Topology.Shards(); len(shards) == 1 {
+		return shards[0]
+	}
+	return ""
+}
+
+func (c *clientConn) authoritativeRoute() routed {
+	shard, _ := c.authoritativeShard()
+	return routed{mode: routeOne, shards: c.txOrAuthoritative([]string{shard})}
+}
+
+// sameShard reports whether every statement of a multi-statement string
+// runs on the same single shard and none needs the router, so the string
+// can go as it came.
+func (c *clientConn) sameShard(stmts []*plannedStmt) bool {
+	var shard string
+	for _, st := range stmts {
+		if st.Err != nil || st.Route == planner.Router || st.Route == planner.Shard || st.Route == planner.Everywhere || len(st.Targets) != 1 {
+			if !(st.Kind == planner.Transaction && (st.Transaction == planner.Begin || st.Transaction == planner.Commit || st.Transaction == planner.Rollback) && !c.tx.active) {
+				return false
+			}
+			continue
+		}
+		if st.SessionState != 0 {
+			return false
+		}
+		if shard == "" {
+			shard = st.Targets[0]
+		} else if shard != st.Targets[0] {
+			return false
+		}
+	}
+	return shard != ""
+}
+
+// combined is the route of a multi-statement string sent whole. Its SET
+// statements are recorded once the string ran without error.
+func (c *clientConn) combined(stmts []*plannedStmt, sql string) routed {
+	r := c.authoritativeRoute()
+	for _, st := range stmts {
+		if st.Route != planner.Router {
+			r = c.route(st, nil)
+			break
+		}
+	}
+	r.kind, r.sql = kindRegular, sql
+	r.sets = nil
+	for _, st := range stmts {
+		if st.Kind == planner.Set {
+			sr := c.route(st, nil)
+			if sr.kind == kindSet || sr.kind == kindTesseraSet {
+				r.sets = append(r.sets, &sr)
+			}
+		}
+		r.readOnly = r.readOnly && st.ReadOnly
+	}
+	return r
+}
+
+func isRoleDDL(sql string) bool {
+	u := strings.ToUpper(sql)
+	return strings.Contains(u, "ROLE") || strings.Contains(u, "USER") || strings.Contains(u, "PASSWORD")
+}

@@ -1,0 +1,47 @@
+package router
+
+// stmtKind is what the router itself must do about a statement.
+type stmtKind int
+
+const (
+	kindRegular     stmtKind = iota // run where the plan says
+	kindBegin                       // BEGIN / START TRANSACTION
+	kindCommit                      // COMMIT / END (and PREPARE TRANSACTION on one shard)
+	kindRollback                    // ROLLBACK / ABORT
+	kindTxOther                     // SAVEPOINT, RELEASE, ROLLBACK TO: every shard of the transaction
+	kindSet                         // SET / RESET of a session setting
+	kindTesseraSet                  // SET tessera.*
+	kindTesseraShow                 // SHOW tessera.*
+	kindExplain                     // EXPLAIN (TESSERA)
+	kindEmpty
+)
+
+// routeMode says how many shards run a statement and how answers combine.
+type routeMode int
+
+const (
+	routeOne        routeMode = iota // one shard; its answer goes through untouched
+	routeScatter                     // several shards; rows merged as they arrive
+	routeEverywhere                  // DDL: every shard; one answer
+)
+
+// routed is one statement with its targets resolved.
+type routed struct {
+	sql          string
+	kind         stmtKind
+	mode         routeMode
+	shards       []string
+	allShards    bool // no shard-key value: every shard of the group
+	readOnly     bool
+	sessionState bool // binds the client session to one backend from now on
+	noTx         bool // cannot run inside a transaction block
+	ddl          bool // changes the schema: invalidate caches
+	roles        bool // changes roles: refresh the role cache
+	setName      string
+	setValue     string
+	setLocal     bool
+	reset        bool
+	explain      []string  // EXPLAIN (TESSERA) lines
+	sets         []*routed // SETs inside a multi-statement string sent whole
+	err          error     // the statement cannot run (0A000, 42601, ...)
+}

@@ -1,0 +1,290 @@
+package router_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func sqlstate(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+func TestAuthentication(t *testing.T) {
+	ctx := context.Background()
+	addr := cluster.Info().Router
+	cases := []struct{ dsn, code string }{
+		{fmt.Sprintf("postgres://postgres:wrong@%s/postgres?sslmode=disable", addr), "28P01"},
+		{fmt.Sprintf("postgres://nobody:x@%s/postgres?sslmode=disable", addr), "28P01"},
+		{fmt.Sprintf("postgres://postgres:postgres@%s/nodb?sslmode=disable", addr), "3D000"},
+	}
+	for _, c := range cases {
+		conn, err := pgx.Connect(ctx, c.dsn)
+		if err == nil {
+			conn.Close(ctx)
+		}
+		if sqlstate(err) != c.code {
+			t.Errorf("%s: %v, want SQLSTATE %s", c.dsn, err, c.code)
+		}
+	}
+	// A role created through the router can log in at once, with md5 too.
+	admin := connect(t, "postgres")
+	admin.Exec(ctx, "DROP ROLE IF EXISTS alice, bob")
+	if _, err := admin.Exec(ctx, "CREATE ROLE alice LOGIN PASSWORD 'wonderland'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "SET password_encryption = 'md5'; CREATE ROLE bob LOGIN PASSWORD 'builder'"); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice:wonderland", "bob:builder"} {
+		conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable", u, addr))
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		var who string
+		conn.QueryRow(ctx, "SELECT current_user").Scan(&who)
+		conn.Close(ctx)
+		if !strings.HasPrefix(u, who+":") {
+			t.Errorf("logged in as %q", who)
+		}
+	}
+	// ALTER ROLE ... PASSWORD takes effect for the next connection.
+	if _, err := admin.Exec(ctx, "ALTER ROLE alice PASSWORD 'looking-glass'"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://alice:looking-glass@%s/postgres?sslmode=disable", addr))
+	if err != nil {
+		t.Fatalf("new password: %v", err)
+	}
+	conn.Close(ctx)
+	// TLS works with the dev cluster's certificate.
+	conn, err = pgx.Connect(ctx, fmt.Sprintf("postgres://postgres:postgres@%s/postgres?sslmode=require", addr))
+	if err != nil {
+		t.Fatalf("sslmode=require: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, ok := conn.PgConn().Conn().(*tls.Conn); !ok {
+		t.Error("sslmode=require did not use TLS")
+	}
+}
+
+func TestSimpleQueriesAndErrors(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "postgres")
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT 1 + 1").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("SELECT 1+1: %d %v", n, err)
+	}
+	_, err := conn.Exec(ctx, "SELECT * FROM no_such_table")
+	if sqlstate(err) != "42P01" {
+		t.Errorf("missing table: %v", err)
+	}
+	_, err = conn.Exec(ctx, "SELEC 1")
+	if sqlstate(err) != "42601" {
+		t.Errorf("syntax error: %v", err)
+	}
+	// The connection is still usable, and several statements in one
+	// string run in order.
+	res, err := conn.PgConn().Exec(ctx, "CREATE TEMP TABLE t1 (x int); INSERT INTO t1 VALUES (1), (2); SELECT sum(x) FROM t1").ReadAll()
+	if err != nil || len(res) != 3 || string(res[2].Rows[0][0]) != "3" {
+		t.Fatalf("multi-statement: %v %v", res, err)
+	}
+}
+
+// TestShardedStore: tables of the store example are created everywhere,
+// rows land on the shard `tessera topo route` names, and reads by key go
+// to one shard while others scatter.
+func TestShardedStore(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	for _, ddl := range []string{
+		"CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)",
+		"CREATE TABLE IF NOT EXISTS orders (order_id bigint, customer_id bigint, total numeric, PRIMARY KEY (customer_id, order_id))",
+	} {
+		if _, err := conn.Exec(ctx, ddl); err != nil {
+			t.Fatalf("%s: %v", ddl, err)
+		}
+	}
+	for _, shard := range []string{"shard-0", "customer-shard-1", "customer-shard-2"} {
+		var ok bool
+		if err := direct(t, shard, "store").QueryRow(ctx, "SELECT to_regclass('customers') IS NOT NULL").Scan(&ok); err != nil || !ok {
+			t.Errorf("%s lacks customers: %v", shard, err)
+		}
+	}
+	// Simple protocol with literals, and extended with binary parameters.
+	if _, err := conn.Exec(ctx, "INSERT INTO customers (customer_id, name) VALUES (42, 'forty-two')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO customers (customer_id, name) VALUES ($1, $2)", int64(1), "one"); err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(100); i < 120; i++ {
+		if _, err := conn.Exec(ctx, "INSERT INTO customers (customer_id, name) VALUES ($1, $2)", i, fmt.Sprint("c", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Seed 002: 42 on customer-shard-1, 1 on customer-shard-2.
+	where := map[int64]string{}
+	for _, shard := range []string{"customer-shard-1", "customer-shard-2", "shard-0"} {
+		rows, _ := direct(t, shard, "store").Query(ctx, "SELECT customer_id FROM customers")
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if where[id] != "" {
+				t.Errorf("customer %d on %s and %s", id, where[id], shard)
+			}
+			where[id] = shard
+		}
+	}
+	if where[42] != "customer-shard-1" || where[1] != "customer-shard-2" || len(where) != 22 {
+		t.Fatalf("placement: %v", where)
+	}
+	var name string
+	if err := conn.QueryRow(ctx, "SELECT name FROM customers WHERE customer_id = $1", int64(42)).Scan(&name); err != nil || name != "forty-two" {
+		t.Errorf("keyed read: %q %v", name, err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT name FROM customers WHERE customer_id = 1").Scan(&name); err != nil || name != "one" {
+		t.Errorf("keyed read by literal: %q %v", name, err)
+	}
+	var count int
+	rows, err := conn.Query(ctx, "SELECT customer_id FROM customers WHERE name LIKE 'c%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(ids) != 20 {
+		t.Errorf("scatter read: %d rows, %v", len(ids), err)
+	}
+	tag, err := conn.Exec(ctx, "UPDATE customers SET name = name || '!' WHERE name LIKE 'c1%'")
+	if err != nil || tag.RowsAffected() != 20 {
+		t.Errorf("scatter update: %v %v", tag, err)
+	}
+	_, err = conn.Exec(ctx, "SELECT customer_id FROM customers ORDER BY name")
+	if sqlstate(err) != "0A000" {
+		t.Errorf("ORDER BY across shards: %v, want 0A000", err)
+	}
+	_ = count
+}
+
+func TestTransactions(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)")
+	conn.Exec(ctx, "DELETE FROM customers WHERE customer_id IN (7001, 7002, 7003)")
+	// One transaction over two shards commits on both.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{7001, 7002, 7003} {
+		if _, err := tx.Exec(ctx, "INSERT INTO customers (customer_id, name) VALUES ($1, 'tx')", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	present := func(ids ...int64) int {
+		n := 0
+		for _, id := range ids {
+			var c int
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM customers WHERE customer_id = $1", id).Scan(&c); err != nil {
+				t.Fatal(err)
+			}
+			n += c
+		}
+		return n
+	}
+	if n := present(7001, 7002, 7003); n != 3 {
+		t.Errorf("committed %d rows, want 3", n)
+	}
+	// Rolled back everywhere.
+	tx, _ = conn.Begin(ctx)
+	tx.Exec(ctx, "DELETE FROM customers WHERE customer_id = 7001")
+	tx.Exec(ctx, "DELETE FROM customers WHERE customer_id = 7002")
+	tx.Rollback(ctx)
+	if n := present(7001, 7002); n != 2 {
+		t.Errorf("after rollback %d rows, want 2", n)
+	}
+	// tx_mode single refuses the second shard.
+	if _, err := conn.Exec(ctx, "SET tessera.tx_mode = 'single'"); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ = conn.Begin(ctx)
+	tx.Exec(ctx, "SELECT * FROM customers WHERE customer_id = 42")
+	_, err = tx.Exec(ctx, "SELECT * FROM customers WHERE customer_id = 1")
+	if sqlstate(err) != "0A000" {
+		t.Errorf("second shard under tx_mode single: %v", err)
+	}
+	tx.Rollback(ctx)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		var v string
+		if err := conn.QueryRow(ctx, "SHOW tessera.tx_mode", mode).Scan(&v); err != nil || v != "single" {
+			t.Errorf("SHOW tessera.tx_mode (mode %v) = %q, %v", mode, v, err)
+		}
+	}
+	// An aggregate over several shards is refused, not answered wrongly.
+	_, err = conn.Exec(ctx, "SELECT count(*) FROM customers WHERE customer_id IN (7001, 7002, 7003)")
+	if sqlstate(err) != "0A000" {
+		t.Errorf("count(*) over two shards: %v, want 0A000", err)
+	}
+}
+
+func TestSessionSettingsFollowTheClient(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "postgres")
+	if _, err := conn.Exec(ctx, "SET application_name = 'tessera-test'"); err != nil {
+		t.Fatal(err)
+	}
+	// Many statements, each perhaps on another pooled backend, all see it.
+	for i := 0; i < 20; i++ {
+		var v string
+		if err := conn.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&v); err != nil || v != "tessera-test" {
+			t.Fatalf("statement %d: %q %v", i, v, err)
+		}
+	}
+	conn.Exec(ctx, "RESET application_name")
+	var v string
+	conn.QueryRow(ctx, "SHOW application_name").Scan(&v)
+	if v == "tessera-test" {
+		t.Error("RESET did not take")
+	}
+}
+
+func TestExplainTessera(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)")
+	rows, err := conn.Query(ctx, "EXPLAIN (TESSERA) SELECT * FROM customers WHERE customer_id = 42", pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || !strings.Contains(strings.Join(lines, "\n"), "customer-shard-1") {
+		t.Errorf("EXPLAIN (TESSERA): %q %v", lines, err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	conn := connect(t, "postgres")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := conn.Exec(ctx, "SELECT pg_sleep(10)")
+	if err == nil || time.Since(start) > 8*time.Second {
+		t.Fatalf("pg_sleep was not cancelled: %v after %s", err, time.Since(start))
+	}
+}

@@ -1,0 +1,318 @@
+package router
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/router/planner"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+	"github.com/tesseradb/tessera/topo/store"
+)
+
+// Server is a running router.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	tls     *tls.Config
+	lis     net.Listener
+	topo    *store.Watcher
+	shards  *shards
+	roles   roleCache
+	planner *planner.Planner
+	schema  *schemaCache
+
+	mu      sync.Mutex
+	conns   map[*clientConn]struct{}
+	cancels map[uint32]*clientConn // by BackendKeyData process id
+	closing bool
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New validates cfg and builds a router; Start runs it.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, pgerr.New(pgerr.ConfigFileError, "router: %v", err)
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		shards:  newShards(cfg.Secret, cfg.SidecarTLS),
+		planner: planner.New(cfg.PlanCacheSize),
+		conns:   map[*clientConn]struct{}{},
+		cancels: map[uint32]*clientConn{},
+	}
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, pgerr.New(pgerr.ConfigFileError, "router TLS: %v", err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	s.roles = roleCache{ttl: cfg.RoleCacheTTL, fetch: s.fetchRoles}
+	s.schema = newSchemaCache(s)
+	return s, nil
+}
+
+// Start follows the topology and the sidecars, listens, and serves
+// clients in the background.
+func (s *Server) Start(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	w, err := s.cfg.Store.WatchTopology(runCtx)
+	if err != nil {
+		cancel()
+		return err
+	}
+	s.topo = w
+	if err := s.shards.follow(runCtx, s.cfg.Store); err != nil {
+		cancel()
+		return err
+	}
+	select {
+	case <-s.shards.ready:
+	case <-ctx.Done():
+		cancel()
+		return ctx.Err()
+	case <-time.After(10 * time.Second):
+	}
+	lis, err := net.Listen("tcp", s.cfg.ListenAddr)
+	if err != nil {
+		cancel()
+		return err
+	}
+	s.lis = lis
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.accept() }()
+	s.log.Info("router serving", "addr", lis.Addr().String())
+	return nil
+}
+
+// Addr is the address clients connect to.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+func (s *Server) accept() {
+	for {
+		nc, err := s.lis.Accept()
+		if err != nil {
+			return
+		}
+		c := newClientConn(s, nc)
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			if c.pid != 0 {
+				delete(s.cancels, c.pid)
+			}
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Stop stops accepting, ends every client connection (their open
+// transactions roll back on the shards) and stops following the topology.
+func (s *Server) Stop(ctx context.Context) {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]*clientConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	if s.lis != nil {
+		s.lis.Close()
+	}
+	for _, c := range conns {
+		c.terminate()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+}
+
+// register gives a connection its cancel key.
+func (s *Server) register(c *clientConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		var b [8]byte
+		randRead(b[:])
+		pid := binary.BigEndian.Uint32(b[:4]) & 0x7fffffff
+		if pid == 0 || s.cancels[pid] != nil {
+			continue
+		}
+		c.pid, c.secretKey = pid, binary.BigEndian.Uint32(b[4:])
+		s.cancels[pid] = c
+		return
+	}
+}
+
+// cancelRequest cancels what the connection with that key is running.
+func (s *Server) cancelRequest(pid, key uint32) {
+	s.mu.Lock()
+	c := s.cancels[pid]
+	s.mu.Unlock()
+	if c != nil && c.secretKey == key {
+		c.cancelRunning()
+	}
+}
+
+// adminQuery runs SQL as the admin user on the authoritative shard's
+// primary and returns the rows of every result, as text.
+func (s *Server) adminQuery(ctx context.Context, database, sql string) ([][]string, error) {
+	snap := s.topo.Current()
+	if snap == nil {
+		return nil, pgerr.New(pgerr.ConfigFileError, "no data topology is stored")
+	}
+	in, err := s.shards.pick(snap.Topology.AuthoritativeShard(), false)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := in.client.OpenSession(ctx, database, s.cfg.AdminUser)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	var raw []byte
+	frontend, _ := (&pgproto3.Query{String: sql}).Encode(nil)
+	if _, err := sess.Run(&pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend}, func(b []byte) error {
+		raw = append(raw, b...)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var rows [][]string
+	var firstErr error
+	err = backendMessages(raw, func(typ byte, msg []byte) error {
+		switch typ {
+		case 'D':
+			row, err := decodeDataRow(msg)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, row)
+		case 'E':
+			if firstErr == nil {
+				firstErr = parseError(msg)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, firstErr
+}
+
+// fetchRoles reads pg_authid and pg_database.
+func (s *Server) fetchRoles(ctx context.Context) (map[string]role, map[string]bool, error) {
+	rows, err := s.adminQuery(ctx, s.cfg.AdminDatabase, `SELECT 'r', rolname, coalesce(rolpassword, ''), rolcanlogin::text, coalesce(extract(epoch from rolvaliduntil)::bigint::text, '') FROM pg_authid
+		UNION ALL SELECT 'd', datname, '', '', '' FROM pg_database WHERE datallowconn`)
+	if err != nil {
+		return nil, nil, err
+	}
+	roles, dbs := map[string]role{}, map[string]bool{}
+	for _, r := range rows {
+		if len(r) != 5 {
+			continue
+		}
+		if r[0] == "d" {
+			dbs[r[1]] = true
+			continue
+		}
+		ro := role{verifier: r[2], canLogin: r[3] == "true"}
+		if r[4] != "" {
+			var secs int64
+			for _, c := range r[4] {
+				if c >= '0' && c <= '9' {
+					secs = secs*10 + int64(c-'0')
+				}
+			}
+			ro.validUntil = time.Unix(secs, 0)
+		}
+		roles[r[1]] = ro
+	}
+	return roles, dbs, nil
+}
+
+// decodeDataRow returns a DataRow's values as text ("" for NULL).
+func decodeDataRow(msg []byte) ([]string, error) {
+	b := msg[5:]
+	if len(b) < 2 {
+		return nil, errors.New("short DataRow")
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	out := make([]string, n)
+	for i := 0; i < n; i++ {
+		if len(b) < 4 {
+			return nil, errors.New("short DataRow")
+		}
+		l := int(int32(binary.BigEndian.Uint32(b)))
+		b = b[4:]
+		if l < 0 {
+			continue
+		}
+		if l > len(b) {
+			return nil, errors.New("short DataRow")
+		}
+		out[i] = string(b[:l])
+		b = b[l:]
+	}
+	return out, nil
+}
+
+// parseError decodes an ErrorResponse into a pgerr.Error.
+func parseError(msg []byte) error {
+	e := &pgerr.Error{Code: pgerr.InternalError}
+	b := msg[5:]
+	for len(b) > 1 {
+		t := b[0]
+		end := 1
+		for end < len(b) && b[end] != 0 {
+			end++
+		}
+		v := string(b[1:end])
+		switch t {
+		case 'C':
+			e.Code = v
+		case 'M':
+			e.Message = v
+		case 'D':
+			e.Detail = v
+		}
+		if end >= len(b) {
+			break
+		}
+		b = b[end+1:]
+	}
+	return e
+}

@@ -1,0 +1,174 @@
+package router
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/tesseradb/tessera/pgerr"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
+
+// sessionSettings are the client session's settings: the ones Postgres
+// keeps (sent with every batch so that whichever backend serves the
+// session carries them) and Tessera's own (tessera.*), which only the
+// router reads.
+type sessionSettings struct {
+	list []*pb.Setting // shared with batches: replaced, never modified
+
+	txMode string // tessera.tx_mode: "multi" (default) or "single"
+	fanout string // tessera.fanout: "scatter" (default), "multi" or "single"
+	target string // tessera.target: "primary" (default) or "replica"
+}
+
+// set records a Postgres setting.
+func (s *sessionSettings) set(name, value string) {
+	name = strings.ToLower(name)
+	list := make([]*pb.Setting, 0, len(s.list)+1)
+	for _, x := range s.list {
+		if x.Name != name {
+			list = append(list, x)
+		}
+	}
+	s.list = append(list, &pb.Setting{Name: name, Value: value})
+}
+
+// reset forgets a setting; "all" forgets every one.
+func (s *sessionSettings) reset(name string) {
+	name = strings.ToLower(name)
+	if name == "all" {
+		s.list = nil
+		return
+	}
+	list := make([]*pb.Setting, 0, len(s.list))
+	for _, x := range s.list {
+		if x.Name != name {
+			list = append(list, x)
+		}
+	}
+	s.list = list
+}
+
+func (s *sessionSettings) get(name string) (string, bool) {
+	for _, x := range s.list {
+		if x.Name == name {
+			return x.Value, true
+		}
+	}
+	return "", false
+}
+
+// validateTessera checks a value of one of Tessera's own settings.
+func (s *sessionSettings) validateTessera(name, value string) (string, error) {
+	probe := *s
+	return value, probe.setTessera(name, value)
+}
+
+// setTessera sets one of Tessera's own settings.
+func (s *sessionSettings) setTessera(name, value string) error {
+	value = strings.ToLower(strings.Trim(value, "'\" "))
+	switch strings.ToLower(name) {
+	case "tessera.tx_mode":
+		if value != "single" && value != "multi" && value != "default" {
+			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.tx_mode": %q (single or multi)`, value)
+		}
+		s.txMode = value
+	case "tessera.fanout":
+		if value != "single" && value != "multi" && value != "scatter" && value != "default" {
+			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.fanout": %q (single, multi or scatter)`, value)
+		}
+		s.fanout = value
+	case "tessera.target":
+		if value != "primary" && value != "replica" && value != "default" {
+			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.target": %q (primary or replica)`, value)
+		}
+		s.target = value
+	default:
+		return pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
+	}
+	return nil
+}
+
+// showTessera returns one of Tessera's own settings.
+func (s *sessionSettings) showTessera(name string) (string, error) {
+	pick := func(v, def string) string {
+		if v == "" || v == "default" {
+			return def
+		}
+		return v
+	}
+	switch strings.ToLower(name) {
+	case "tessera.tx_mode":
+		return pick(s.txMode, "multi"), nil
+	case "tessera.fanout":
+		return pick(s.fanout, "scatter"), nil
+	case "tessera.target":
+		return pick(s.target, "primary"), nil
+	}
+	return "", pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
+}
+
+func (s *sessionSettings) replica() bool { return s.target == "replica" }
+
+// startupSetting takes a setting from the startup packet.
+func (c *clientConn) startupSetting(name, value string) error {
+	if strings.HasPrefix(strings.ToLower(name), "tessera.") {
+		return c.settings.setTessera(name, value)
+	}
+	c.settings.set(name, value)
+	return nil
+}
+
+// reportedParameters are the GUC_REPORT parameters as Postgres reports
+// them to a new session; asking the authoritative shard with the
+// session's settings also checks that the settings are valid.
+func (c *clientConn) reportedParameters(ctx context.Context) ([][2]string, error) {
+	shard, err := c.authoritativeShard()
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.session(ctx, shard, false)
+	if err != nil {
+		return nil, err
+	}
+	q, _ := (&pgproto3.Query{String: `SELECT name, setting FROM pg_catalog.pg_settings WHERE name IN
+		('server_version', 'server_encoding', 'client_encoding', 'application_name', 'default_transaction_read_only',
+		 'in_hot_standby', 'is_superuser', 'session_authorization', 'DateStyle', 'IntervalStyle', 'TimeZone',
+		 'integer_datetimes', 'standard_conforming_strings')`}).Encode(nil)
+	var raw []byte
+	if _, err := c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte) error {
+		raw = append(raw, chunk...)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var out [][2]string
+	var first error
+	err = backendMessages(raw, func(typ byte, msg []byte) error {
+		switch typ {
+		case 'D':
+			row, err := decodeDataRow(msg)
+			if err == nil && len(row) == 2 {
+				out = append(out, [2]string{row[0], row[1]})
+			}
+		case 'E':
+			if first == nil {
+				first = parseError(msg)
+			}
+		}
+		return nil
+	})
+	if first != nil {
+		return nil, first
+	}
+	return out, err
+}
+
+func (c *clientConn) authoritativeShard() (string, error) {
+	snap := c.srv.topo.Current()
+	if snap == nil {
+		return "", pgerr.New(pgerr.ConfigFileError, "no data topology is stored")
+	}
+	return snap.Topology.AuthoritativeShard(), nil
+}

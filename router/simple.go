@@ -1,0 +1,166 @@
+package router
+
+import (
+	"context"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/router/planner"
+)
+
+// simpleQuery serves a Query message, which may hold several statements.
+// The common case, one statement for one shard, forwards the client's
+// message as it arrived. Otherwise each statement runs in turn, as Postgres
+// runs them, stopping at the first error.
+func (c *clientConn) simpleQuery(msg []byte) error {
+	ctx := context.Background()
+	if len(msg) < 6 || msg[len(msg)-1] != 0 {
+		return pgerr.New(pgerr.ProtocolViolation, "invalid Query message")
+	}
+	sql := string(msg[5 : len(msg)-1])
+	stmts, err := c.plan(sql, nil)
+	if err != nil {
+		c.out = appendError(c.out, "ERROR", err)
+		c.failTx()
+		c.out = appendReady(c.out, c.status())
+		return nil
+	}
+	if len(stmts) == 0 {
+		c.out = appendMsg(c.out, 'I')
+		c.out = appendReady(c.out, c.status())
+		return nil
+	}
+	if len(stmts) == 1 || c.sameShard(stmts) {
+		// The whole string goes to one shard as it came: Postgres keeps its
+		// implicit-transaction semantics.
+		r := c.route(stmts[0], nil)
+		if len(stmts) > 1 {
+			r = c.combined(stmts, sql)
+		}
+		failed, err := c.statement(ctx, &r, msg)
+		if err != nil {
+			return err
+		}
+		if !failed {
+			for _, s := range r.sets {
+				c.recordSetting(s)
+			}
+		}
+	} else {
+		for _, st := range stmts {
+			if st.Kind == planner.Copy {
+				c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.FeatureNotSupported, "COPY in a query string whose statements run on different shards is not supported; send it alone"))
+				c.failTx()
+				break
+			}
+			r := c.route(st, nil)
+			failed, err := c.statement(ctx, &r, queryMessage(r.sql))
+			if err != nil {
+				return err
+			}
+			if failed {
+				break
+			}
+		}
+	}
+	if c.copyIn == nil {
+		c.out = appendReady(c.out, c.status())
+	}
+	return nil
+}
+
+// statement runs one routed statement of a simple query: the router
+// answers transaction control, SET and Tessera's own statements itself;
+// the rest runs on shards.
+func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) (bool, error) {
+	if r.err != nil {
+		c.out = appendError(c.out, "ERROR", r.err)
+		c.failTx()
+		return true, nil
+	}
+	switch r.kind {
+	case kindEmpty:
+		c.out = appendMsg(c.out, 'I')
+		return false, nil
+	case kindBegin:
+		if c.tx.failed {
+			c.out = appendError(c.out, "ERROR", errAborted)
+			return true, nil
+		}
+		c.beginTx(r.sql)
+		return false, nil
+	case kindCommit, kindRollback:
+		if err := c.endTx(ctx, r.sql, r.kind == kindCommit); err != nil {
+			c.out = appendError(c.out, "ERROR", err)
+			return true, nil
+		}
+		return false, nil
+	case kindTxOther:
+		if !c.tx.active || len(c.tx.shards) == 0 {
+			// Nothing ran yet: run it where the transaction will start.
+			break
+		}
+		return c.onTxShards(ctx, r, frontend)
+	case kindTesseraSet:
+		if err := c.recordSetting(r); err != nil {
+			c.out = appendError(c.out, "ERROR", err)
+			c.failTx()
+			return true, nil
+		}
+		c.out = appendCommandComplete(c.out, "SET")
+		return false, nil
+	case kindTesseraShow:
+		v, err := c.settings.showTessera(r.setName)
+		if err != nil {
+			c.out = appendError(c.out, "ERROR", err)
+			c.failTx()
+			return true, nil
+		}
+		c.out = appendRowDescription(c.out, r.setName)
+		c.out = appendDataRow(c.out, v)
+		c.out = appendCommandComplete(c.out, "SHOW")
+		return false, nil
+	case kindExplain:
+		c.out = appendRowDescription(c.out, "QUERY PLAN")
+		for _, line := range r.explain {
+			c.out = appendDataRow(c.out, line)
+		}
+		c.out = appendCommandComplete(c.out, "EXPLAIN")
+		return false, nil
+	}
+	failed, err := c.execute(ctx, r, frontend, nil, r.kind == kindSet || len(r.sets) > 0)
+	if err != nil || failed {
+		return failed, err
+	}
+	if r.kind == kindSet && !r.setLocal {
+		c.recordSetting(r)
+	}
+	return false, nil
+}
+
+// recordSetting keeps a successful SET or RESET for the session. Tessera's
+// own settings are checked and kept by the router, and also sent with the
+// session's settings so that a shard can SHOW them.
+func (c *clientConn) recordSetting(r *routed) error {
+	if r.kind == kindTesseraSet {
+		if err := c.settings.setTessera(r.setName, r.setValue); err != nil {
+			return err
+		}
+	}
+	if r.setLocal {
+		return nil
+	}
+	if r.reset {
+		c.settings.reset(r.setName)
+		return nil
+	}
+	c.settings.set(r.setName, r.setValue)
+	return nil
+}
+
+// onTxShards runs SAVEPOINT, RELEASE or ROLLBACK TO on every shard of the
+// transaction, forwarding the first shard's answer.
+func (c *clientConn) onTxShards(ctx context.Context, r *routed, frontend []byte) (bool, error) {
+	rr := *r
+	rr.mode, rr.shards = routeEverywhere, c.tx.shards
+	return c.execute(ctx, &rr, frontend, nil, false)
+}

@@ -1,0 +1,187 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/tesseradb/tessera/pgerr"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
+
+// txState is the client's transaction as the router sees it. A BEGIN is
+// not sent anywhere until the first statement picks a shard; each shard
+// the transaction reaches gets the same BEGIN first. A transaction on one
+// shard is an ordinary Postgres transaction; on several it commits on each
+// in turn (not atomically), unless tessera.tx_mode is single.
+type txState struct {
+	active   bool
+	failed   bool
+	begin    string   // the BEGIN statement to replay on each shard
+	shards   []string // shards with the transaction open, in order joined
+	settings *sessionSettings
+}
+
+func (t *txState) has(shard string) bool {
+	for _, s := range t.shards {
+		if s == shard {
+			return true
+		}
+	}
+	return false
+}
+
+// status is the transaction status ReadyForQuery reports.
+func (c *clientConn) status() byte {
+	switch {
+	case c.tx.failed:
+		return 'E'
+	case c.tx.active:
+		return 'T'
+	}
+	return 'I'
+}
+
+// beginTx opens a transaction in the router.
+func (c *clientConn) beginTx(sql string) {
+	if c.tx.active {
+		c.out = appendMsg(c.out, 'N', []byte("SWARNING\x00VWARNING\x00C25001\x00Mthere is already a transaction in progress\x00\x00"))
+		c.out = appendCommandComplete(c.out, "BEGIN")
+		return
+	}
+	saved := c.settings
+	c.tx = txState{active: true, begin: sql, settings: &saved}
+	c.out = appendCommandComplete(c.out, "BEGIN")
+}
+
+// joinTx makes sure the transaction is open on shard.
+func (c *clientConn) joinTx(ctx context.Context, b *backendSession) error {
+	if !c.tx.active || c.tx.has(b.shard) {
+		return nil
+	}
+	if len(c.tx.shards) > 0 && c.settings.txMode == "single" {
+		return pgerr.New(pgerr.FeatureNotSupported,
+			"tessera.tx_mode is single: this transaction runs on shard %s and the statement needs shard %s", c.tx.shards[0], b.shard)
+	}
+	q, _ := (&pgproto3.Query{String: c.tx.begin}).Encode(nil)
+	var failure error
+	if _, err := c.run(b, &pb.Batch{Mode: pb.Mode_TRANSACTION, Frontend: q}, func(chunk []byte) error {
+		backendMessages(chunk, func(typ byte, msg []byte) error {
+			if typ == 'E' && failure == nil {
+				failure = parseError(msg)
+			}
+			return nil
+		})
+		return nil
+	}); err != nil {
+		return err
+	}
+	if failure != nil {
+		return failure
+	}
+	c.tx.shards = append(c.tx.shards, b.shard)
+	return nil
+}
+
+// endTx commits or rolls back on every shard of the transaction. With
+// several shards a failure on one after others committed is reported
+// naming the shards: cross-shard commit is not atomic.
+func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
+	if !c.tx.active {
+		tag := "COMMIT"
+		if !commit {
+			tag = "ROLLBACK"
+		}
+		c.out = appendMsg(c.out, 'N', []byte("SWARNING\x00VWARNING\x00C25P01\x00Mthere is no transaction in progress\x00\x00"))
+		c.out = appendCommandComplete(c.out, tag)
+		return nil
+	}
+	failed := c.tx.failed
+	if failed {
+		commit = false
+		sql = "ROLLBACK"
+	}
+	q, _ := (&pgproto3.Query{String: sql}).Encode(nil)
+	var done []string
+	var firstErr error
+	tag := ""
+	for _, shard := range c.tx.shards {
+		b, err := c.session(ctx, shard, false)
+		if err == nil {
+			_, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte) error {
+				return backendMessages(chunk, func(typ byte, msg []byte) error {
+					switch typ {
+					case 'E':
+						if firstErr == nil {
+							firstErr = parseError(msg)
+						}
+					case 'C':
+						tag = string(msg[5 : len(msg)-1])
+					}
+					return nil
+				})
+			})
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if firstErr != nil {
+			if len(done) > 0 && commit {
+				firstErr = pgerr.New(pgerr.Code(firstErr), "%v (shards %s already committed; cross-shard commit is not atomic)", firstErr, strings.Join(done, ", "))
+			}
+			break
+		}
+		done = append(done, shard)
+	}
+	restore := c.tx.settings
+	c.tx = txState{}
+	if !commit && restore != nil {
+		// Settings changed in a rolled-back transaction revert.
+		c.settings.list = restore.list
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if tag == "" || failed {
+		tag = "COMMIT"
+		if !commit {
+			tag = "ROLLBACK"
+		}
+	}
+	c.out = appendCommandComplete(c.out, tag)
+	return nil
+}
+
+// endOthers commits or rolls back the transaction on every shard but the
+// first, which the client's own batch ends.
+func (c *clientConn) endOthers(commit bool) error {
+	sql := "ROLLBACK"
+	if commit && !c.tx.failed {
+		sql = "COMMIT"
+	}
+	q := queryMessage(sql)
+	for _, shard := range c.tx.shards[1:] {
+		b, err := c.session(context.Background(), shard, false)
+		var failure error
+		if err == nil {
+			_, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte) error {
+				return backendMessages(chunk, func(typ byte, msg []byte) error {
+					if typ == 'E' && failure == nil {
+						failure = parseError(msg)
+					}
+					return nil
+				})
+			})
+		}
+		if err == nil {
+			err = failure
+		}
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", shard, err)
+		}
+	}
+	c.tx.shards = c.tx.shards[:1]
+	return nil
+}

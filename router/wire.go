@@ -1,0 +1,145 @@
+package router
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/tesseradb/tessera/pgerr"
+)
+
+// reader reads client messages as raw bytes: type, length, body. The body
+// slice is valid until the next read.
+type reader struct {
+	r   *bufio.Reader
+	buf []byte
+	max int // largest message accepted
+}
+
+// next returns the next message's type and body.
+func (r *reader) next() (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r.r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[1:]))
+	if n < 4 {
+		return 0, nil, pgerr.New(pgerr.ProtocolViolation, "invalid message length %d", n)
+	}
+	if n-4 > r.max {
+		return 0, nil, pgerr.New("54000", "message of %d bytes exceeds the %d allowed", n, r.max)
+	}
+	if cap(r.buf) < n+1 {
+		r.buf = make([]byte, n+1, max(n+1, 2*cap(r.buf)))
+	}
+	msg := r.buf[:n+1]
+	copy(msg, hdr[:])
+	if _, err := io.ReadFull(r.r, msg[5:]); err != nil {
+		return 0, nil, err
+	}
+	return hdr[0], msg, nil
+}
+
+// cstring reads a NUL-terminated string from b at off.
+func cstring(b []byte, off int) (string, int, error) {
+	for i := off; i < len(b); i++ {
+		if b[i] == 0 {
+			return string(b[off:i]), i + 1, nil
+		}
+	}
+	return "", 0, pgerr.New(pgerr.ProtocolViolation, "unterminated string in message")
+}
+
+// Builders of backend messages the router sends itself.
+
+func appendMsg(dst []byte, typ byte, body ...[]byte) []byte {
+	start := len(dst)
+	dst = append(dst, typ, 0, 0, 0, 0)
+	for _, b := range body {
+		dst = append(dst, b...)
+	}
+	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
+	return dst
+}
+
+func cstr(s string) []byte { return append([]byte(s), 0) }
+
+func appendReady(dst []byte, status byte) []byte { return append(dst, 'Z', 0, 0, 0, 5, status) }
+
+func appendCommandComplete(dst []byte, tag string) []byte { return appendMsg(dst, 'C', cstr(tag)) }
+
+func appendParameterStatus(dst []byte, name, value string) []byte {
+	return appendMsg(dst, 'S', cstr(name), cstr(value))
+}
+
+// appendError writes err as an ErrorResponse with its SQLSTATE.
+func appendError(dst []byte, severity string, err error) []byte {
+	code := pgerr.Code(err)
+	msg, detail := err.Error(), ""
+	if pe, ok := err.(*pgerr.Error); ok {
+		msg, detail = pe.Message, pe.Detail
+	}
+	start := len(dst)
+	dst = append(dst, 'E', 0, 0, 0, 0)
+	for _, f := range []struct {
+		t byte
+		v string
+	}{{'S', severity}, {'V', severity}, {'C', code}, {'M', msg}, {'D', detail}} {
+		if f.v == "" {
+			continue
+		}
+		dst = append(dst, f.t)
+		dst = append(dst, f.v...)
+		dst = append(dst, 0)
+	}
+	dst = append(dst, 0)
+	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
+	return dst
+}
+
+// appendRowDescription describes text columns of type text.
+func appendRowDescription(dst []byte, names ...string) []byte {
+	var body []byte
+	body = binary.BigEndian.AppendUint16(body, uint16(len(names)))
+	for _, n := range names {
+		body = append(body, n...)
+		body = append(body, 0)
+		body = binary.BigEndian.AppendUint32(body, 0)  // table oid
+		body = binary.BigEndian.AppendUint16(body, 0)  // column
+		body = binary.BigEndian.AppendUint32(body, 25) // text
+		body = binary.BigEndian.AppendUint16(body, 0xffff)
+		body = binary.BigEndian.AppendUint32(body, 0xffffffff)
+		body = binary.BigEndian.AppendUint16(body, 0) // text format
+	}
+	return appendMsg(dst, 'T', body)
+}
+
+func appendDataRow(dst []byte, values ...string) []byte {
+	var body []byte
+	body = binary.BigEndian.AppendUint16(body, uint16(len(values)))
+	for _, v := range values {
+		body = binary.BigEndian.AppendUint32(body, uint32(len(v)))
+		body = append(body, v...)
+	}
+	return appendMsg(dst, 'D', body)
+}
+
+// backendMessages walks whole backend messages in b, calling fn with each
+// message's type and bytes. It reads only headers.
+func backendMessages(b []byte, fn func(typ byte, msg []byte) error) error {
+	for len(b) > 0 {
+		if len(b) < 5 {
+			return fmt.Errorf("truncated backend message")
+		}
+		n := int(binary.BigEndian.Uint32(b[1:]))
+		if n < 4 || n+1 > len(b) {
+			return fmt.Errorf("backend message %q has invalid length %d", b[0], n)
+		}
+		if err := fn(b[0], b[:n+1]); err != nil {
+			return err
+		}
+		b = b[n+1:]
+	}
+	return nil
+}
