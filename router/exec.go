@@ -67,7 +67,7 @@ func (c *clientConn) checkFanout(r *routed) error {
 // raised itself, as Postgres would have.
 func (c *clientConn) failTx() {
 	if c.tx.active {
-		c.tx.failed = true
+		c.tx.failed, c.tx.routerFailed = true, true
 	}
 }
 

@@ -117,6 +117,17 @@ func (c *clientConn) parse(msg []byte) error {
 		oids[i] = binary.BigEndian.Uint32(msg[off+4*i:])
 	}
 	stmts, err := c.plan(sql, oids)
+	if pgerr.Code(err) == "42601" {
+		// Postgres reports the syntax error itself, in its place in the
+		// batch, with its position.
+		if c.batch.r == nil {
+			r := c.authoritativeRoute()
+			c.batch.r = &r
+		}
+		c.batch.frontend = append(c.batch.frontend, msg...)
+		c.batch.backend = true
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -179,16 +179,7 @@ func (c *clientConn) txOrAuthoritative(targets []string) []string {
 }
 
 // onlyShard returns the topology's shard when it has exactly one.
-func (c *clientConn) onlyShard() string {
-	snap := c.srv.topo.Current()
-	if snap == nil {
-		return ""
-	}
-	if shards := snap.Topology.Shards(); len(shards) == 1 {
-		return shards[0]
-	}
-	return ""
-}
+func (c *clientConn) onlyShard() string { return c.srv.onlyShard() }
 
 func (c *clientConn) authoritativeRoute() routed {
 	shard, _ := c.authoritativeShard()

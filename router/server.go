@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -29,6 +30,10 @@ type Server struct {
 	roles   roleCache
 	planner *planner.Planner
 	schema  *schemaCache
+
+	// single caches, per topology revision, the topology's one shard
+	// when it has exactly one.
+	single atomic.Pointer[singleShard]
 
 	mu      sync.Mutex
 	conns   map[*clientConn]struct{}
@@ -156,6 +161,29 @@ func (s *Server) Stop(ctx context.Context) {
 	if s.cancel != nil {
 		s.cancel()
 	}
+}
+
+type singleShard struct {
+	revision int64
+	shard    string
+}
+
+// onlyShard returns the topology's shard when it has exactly one: then
+// every statement runs there as it came, exactly as on one Postgres.
+func (s *Server) onlyShard() string {
+	snap := s.topo.Current()
+	if snap == nil {
+		return ""
+	}
+	if cur := s.single.Load(); cur != nil && cur.revision == snap.Revision {
+		return cur.shard
+	}
+	next := &singleShard{revision: snap.Revision}
+	if shards := snap.Topology.Shards(); len(shards) == 1 {
+		next.shard = shards[0]
+	}
+	s.single.Store(next)
+	return next.shard
 }
 
 // register gives a connection its cancel key.

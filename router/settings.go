@@ -16,6 +16,9 @@ import (
 // router reads.
 type sessionSettings struct {
 	list []*pb.Setting // shared with batches: replaced, never modified
+	// startup are the settings the client gave at startup: what RESET
+	// returns to, as in Postgres.
+	startup []*pb.Setting
 
 	txMode string // tessera.tx_mode: "multi" (default) or "single"
 	fanout string // tessera.fanout: "scatter" (default), "multi" or "single"
@@ -34,16 +37,22 @@ func (s *sessionSettings) set(name, value string) {
 	s.list = append(list, &pb.Setting{Name: name, Value: value})
 }
 
-// reset forgets a setting; "all" forgets every one.
+// reset returns a setting to its session default (the startup value, or
+// the server's); "all" resets every one.
 func (s *sessionSettings) reset(name string) {
 	name = strings.ToLower(name)
 	if name == "all" {
-		s.list = nil
+		s.list = s.startup
 		return
 	}
 	list := make([]*pb.Setting, 0, len(s.list))
 	for _, x := range s.list {
 		if x.Name != name {
+			list = append(list, x)
+		}
+	}
+	for _, x := range s.startup {
+		if x.Name == name {
 			list = append(list, x)
 		}
 	}
@@ -117,6 +126,7 @@ func (c *clientConn) startupSetting(name, value string) error {
 		return c.settings.setTessera(name, value)
 	}
 	c.settings.set(name, value)
+	c.settings.startup = c.settings.list
 	return nil
 }
 

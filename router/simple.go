@@ -18,6 +18,19 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 	}
 	sql := string(msg[5 : len(msg)-1])
 	stmts, err := c.plan(sql, nil)
+	if pgerr.Code(err) == "42601" {
+		// Let Postgres itself report the syntax error, with its position
+		// and hints; it also parses what depends on session settings
+		// (standard_conforming_strings = off) that the planner cannot.
+		r := c.authoritativeRoute()
+		if _, err := c.statement(ctx, &r, msg); err != nil {
+			return err
+		}
+		if c.copyIn == nil {
+			c.out = appendReady(c.out, c.status())
+		}
+		return nil
+	}
 	if err != nil {
 		c.out = appendError(c.out, "ERROR", err)
 		c.failTx()
@@ -29,7 +42,7 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 		c.out = appendReady(c.out, c.status())
 		return nil
 	}
-	if len(stmts) == 1 || c.sameShard(stmts) {
+	if len(stmts) == 1 || c.onlyShard() != "" || c.sameShard(stmts) {
 		// The whole string goes to one shard as it came: Postgres keeps its
 		// implicit-transaction semantics.
 		r := c.route(stmts[0], nil)
@@ -89,6 +102,12 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 		c.beginTx(r.sql)
 		return false, nil
 	case kindCommit, kindRollback:
+		if !c.tx.active {
+			// Let Postgres answer a COMMIT outside a transaction (a
+			// warning, or an error for AND CHAIN) in its own words.
+			ar := c.authoritativeRoute()
+			return c.execute(ctx, &ar, frontend, nil, false)
+		}
 		if err := c.endTx(ctx, r.sql, r.kind == kindCommit); err != nil {
 			c.out = appendError(c.out, "ERROR", err)
 			return true, nil

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
@@ -17,11 +18,15 @@ import (
 // shard is an ordinary Postgres transaction; on several it commits on each
 // in turn (not atomically), unless tessera.tx_mode is single.
 type txState struct {
-	active   bool
-	failed   bool
-	begin    string   // the BEGIN statement to replay on each shard
-	shards   []string // shards with the transaction open, in order joined
-	settings *sessionSettings
+	active bool
+	failed bool
+	// routerFailed: the router raised the error that failed the
+	// transaction, so the shards still have it open and healthy and must
+	// be rolled back rather than sent the client's COMMIT.
+	routerFailed bool
+	begin        string   // the BEGIN statement to replay on each shard
+	shards       []string // shards with the transaction open, in order joined
+	settings     *sessionSettings
 }
 
 func (t *txState) has(shard string) bool {
@@ -101,16 +106,24 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 	failed := c.tx.failed
 	if failed {
 		commit = false
-		sql = "ROLLBACK"
+		if c.tx.routerFailed {
+			u := strings.ToUpper(sql)
+			sql = "ROLLBACK"
+			if strings.Contains(u, "AND CHAIN") && !strings.Contains(u, "NO CHAIN") {
+				sql += " AND CHAIN"
+			}
+		}
 	}
 	q, _ := (&pgproto3.Query{String: sql}).Encode(nil)
 	var done []string
 	var firstErr error
 	tag := ""
+	chained := true // COMMIT AND CHAIN leaves every shard in a new transaction
 	for _, shard := range c.tx.shards {
 		b, err := c.session(ctx, shard, false)
 		if err == nil {
-			_, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte) error {
+			var res sidecar.Result
+			res, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte) error {
 				return backendMessages(chunk, func(typ byte, msg []byte) error {
 					switch typ {
 					case 'E':
@@ -123,6 +136,7 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 					return nil
 				})
 			})
+			chained = chained && err == nil && res.TxStatus == pb.TxStatus_IN_TRANSACTION
 		}
 		if err != nil && firstErr == nil {
 			firstErr = err
@@ -136,6 +150,11 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 		done = append(done, shard)
 	}
 	restore := c.tx.settings
+	if chained && firstErr == nil && len(c.tx.shards) > 0 {
+		c.tx.failed = false
+		c.out = appendCommandComplete(c.out, tag)
+		return nil
+	}
 	c.tx = txState{}
 	if !commit && restore != nil {
 		// Settings changed in a rolled-back transaction revert.
@@ -144,7 +163,7 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 	if firstErr != nil {
 		return firstErr
 	}
-	if tag == "" || failed {
+	if tag == "" {
 		tag = "COMMIT"
 		if !commit {
 			tag = "ROLLBACK"

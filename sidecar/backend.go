@@ -224,10 +224,11 @@ func parseErrorResponse(body []byte) error {
 	return e
 }
 
-// resetSQL removes everything a session may have left on a connection,
-// as DISCARD ALL does, except prepared statements: those are shared by
-// content-derived name across sessions and stay valid.
-const resetSQL = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; " +
+// resetSQL removes everything a session may have left on a connection:
+// DISCARD ALL, less DISCARD PLANS (harmless to keep). Prepared statements
+// go too, because a session-pinned client may have made its own with SQL
+// PREPARE; the content-named ones are prepared again where needed.
+const resetSQL = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; " +
 	"SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
 
 // reset makes a session-pinned connection clean for its next user.
@@ -240,6 +241,7 @@ func (b *backend) reset() error {
 		return err
 	}
 	b.settings = ""
+	clear(b.prepared)
 	return nil
 }
 

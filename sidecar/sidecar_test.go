@@ -67,7 +67,7 @@ func TestPinningModes(t *testing.T) {
 
 	// SESSION mode pins until the session ends; then the backend is reset.
 	s := open(t, c)
-	pidS := query(t, s, pb.Mode_SESSION, "DO $$ BEGIN PERFORM pg_advisory_lock(4242); END $$; CREATE TEMP TABLE scratch(x int); SET work_mem = '7MB'; LISTEN chan; SELECT pg_backend_pid()").one(t)
+	pidS := query(t, s, pb.Mode_SESSION, "DO $$ BEGIN PERFORM pg_advisory_lock(4242); END $$; CREATE TEMP TABLE scratch(x int); SET work_mem = '7MB'; LISTEN chan; PREPARE mine AS SELECT 1; SELECT pg_backend_pid()").one(t)
 	if pid := query(t, s, pb.Mode_STATEMENT, "SELECT pg_backend_pid()").one(t); pid != pidS {
 		t.Fatalf("session-pinned backend changed: %s then %s", pidS, pid)
 	}
@@ -81,9 +81,10 @@ func TestPinningModes(t *testing.T) {
 	r := query(t, b, pb.Mode_STATEMENT, `SELECT pg_backend_pid()::text || ' ' ||
 	   (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())::text || ' ' ||
 	   (SELECT count(*) FROM pg_class WHERE relname = 'scratch' AND relpersistence = 't')::text || ' ' ||
-	   current_setting('work_mem') || ' ' || (SELECT count(*) FROM pg_listening_channels())::text`)
-	if got, want := r.one(t), pidS+" 0 0 4MB 0"; got != want {
-		t.Errorf("reused backend state %q, want %q (pid, advisory locks, temp tables, work_mem, listens)", got, want)
+	   current_setting('work_mem') || ' ' || (SELECT count(*) FROM pg_listening_channels())::text || ' ' ||
+	   (SELECT count(*) FROM pg_prepared_statements)::text`)
+	if got, want := r.one(t), pidS+" 0 0 4MB 0 0"; got != want {
+		t.Errorf("reused backend state %q, want %q (pid, advisory locks, temp tables, work_mem, listens, prepared statements)", got, want)
 	}
 }
 
