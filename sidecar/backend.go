@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tesseradb/tessera/pgerr"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
 // chunkSize is the size at which a batch's answer is sent on to the
@@ -32,8 +33,11 @@ type backend struct {
 
 	txStatus byte // from the last ReadyForQuery: 'I', 'T' or 'E'
 	// settings is the canonical form of the session settings applied by
-	// applySettings; "" is the server default.
-	settings string
+	// applySettings; "" is the server default. lastSettings is the list
+	// as the last session sent it, to skip recomputing settings for the
+	// same session's next batch.
+	settings     string
+	lastSettings []*pb.Setting
 	// prepared holds the names of the statements prepared on this
 	// connection. Names are content-derived, so a name present means the
 	// right statement is present.
@@ -240,7 +244,7 @@ func (b *backend) reset() error {
 	if err := b.simple(sql); err != nil {
 		return err
 	}
-	b.settings = ""
+	b.settings, b.lastSettings = "", nil
 	clear(b.prepared)
 	return nil
 }
@@ -286,7 +290,7 @@ func (b *backend) applySettings(settings []setting, key string) error {
 	}
 	if err := b.simple(sb.String()); err != nil {
 		// A half-applied set of settings is unknown state.
-		b.settings = "\x00unknown"
+		b.settings, b.lastSettings = "\x00unknown", nil
 		return err
 	}
 	b.settings = key

@@ -108,7 +108,7 @@ func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
 		return sess.stream.Send(&pb.SessionResponse{Done: true, TxStatus: pb.TxStatus_IN_TRANSACTION, CopyIn: true})
 	}
 
-	if len(req.Settings) > 0 || b.settings != "" {
+	if (len(req.Settings) > 0 || b.settings != "") && !sameSettings(b.lastSettings, req.Settings) {
 		settings := make([]setting, len(req.Settings))
 		for i, s := range req.Settings {
 			settings[i] = setting{s.Name, s.Value}
@@ -117,6 +117,7 @@ func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
 			sess.keepOrRelease(b, req.Mode, false)
 			return sess.fail(err)
 		}
+		b.lastSettings = req.Settings
 	}
 
 	frontend := req.Frontend
@@ -240,4 +241,18 @@ func txStatus(b byte) pb.TxStatus {
 		return pb.TxStatus_FAILED
 	}
 	return pb.TxStatus_TX_STATUS_UNSPECIFIED
+}
+
+// sameSettings reports whether two settings lists are equal in order: the
+// cheap check that a session's next batch finds its own settings in place.
+func sameSettings(a, b []*pb.Setting) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Value != b[i].Value {
+			return false
+		}
+	}
+	return true
 }
