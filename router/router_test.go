@@ -152,6 +152,17 @@ func TestShardedStore(t *testing.T) {
 	if where[42] != "customer-shard-1" || where[1] != "customer-shard-2" || len(where) != 22 {
 		t.Fatalf("placement: %v", where)
 	}
+	// Every row is where the topology routes its key (tessera topo route).
+	snap, err := cluster.Store().GetTopology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placement := snap.Topology.Resolve("store", "public", "customers")
+	for id, shard := range where {
+		if _, want, err := placement.RouteInt(id); err != nil || want != shard {
+			t.Errorf("customer %d is on %s, the topology routes it to %s (%v)", id, shard, want, err)
+		}
+	}
 	var name string
 	if err := conn.QueryRow(ctx, "SELECT name FROM customers WHERE customer_id = $1", int64(42)).Scan(&name); err != nil || name != "forty-two" {
 		t.Errorf("keyed read: %q %v", name, err)
