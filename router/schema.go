@@ -2,10 +2,10 @@ package router
 
 import (
 	"context"
-	"strings"
 	"sync"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
 	"github.com/tesseradb/tessera/topo/shardfunc"
 )
 
@@ -35,7 +35,7 @@ func (sc *schemaCache) ColumnType(db, schema, table, column string) (shardfunc.C
 	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT pg_catalog.format_type(a.atttypid, NULL)
 		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = `+literal(schema)+` AND c.relname = `+literal(table)+` AND a.attname = `+literal(column)+` AND NOT a.attisdropped`)
+		WHERE n.nspname = `+pgwire.QuoteLiteral(schema)+` AND c.relname = `+pgwire.QuoteLiteral(table)+` AND a.attname = `+pgwire.QuoteLiteral(column)+` AND NOT a.attisdropped`)
 	if err != nil {
 		return 0, err
 	}
@@ -62,12 +62,4 @@ func (sc *schemaCache) clear() {
 func (s *Server) schemaChanged() {
 	s.schema.clear()
 	s.planner.Invalidate()
-}
-
-// literal quotes a string as an SQL literal.
-func literal(s string) string {
-	if strings.ContainsRune(s, '\\') {
-		return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
-	}
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }

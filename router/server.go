@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
 	"github.com/tesseradb/tessera/router/planner"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 	"github.com/tesseradb/tessera/topo/store"
@@ -319,28 +320,4 @@ func decodeDataRow(msg []byte) ([]string, error) {
 }
 
 // parseError decodes an ErrorResponse into a pgerr.Error.
-func parseError(msg []byte) error {
-	e := &pgerr.Error{Code: pgerr.InternalError}
-	b := msg[5:]
-	for len(b) > 1 {
-		t := b[0]
-		end := 1
-		for end < len(b) && b[end] != 0 {
-			end++
-		}
-		v := string(b[1:end])
-		switch t {
-		case 'C':
-			e.Code = v
-		case 'M':
-			e.Message = v
-		case 'D':
-			e.Detail = v
-		}
-		if end >= len(b) {
-			break
-		}
-		b = b[end+1:]
-	}
-	return e
-}
+func parseError(msg []byte) error { return pgwire.ParseError(msg) }

@@ -3,10 +3,10 @@ package router
 import (
 	"bufio"
 	"encoding/binary"
-	"fmt"
 	"io"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
 )
 
 // reader reads client messages as raw bytes: type, length, body. The body
@@ -65,7 +65,7 @@ func appendMsg(dst []byte, typ byte, body ...[]byte) []byte {
 
 func cstr(s string) []byte { return append([]byte(s), 0) }
 
-func appendReady(dst []byte, status byte) []byte { return append(dst, 'Z', 0, 0, 0, 5, status) }
+func appendReady(dst []byte, status byte) []byte { return pgwire.AppendReadyForQuery(dst, status) }
 
 func appendCommandComplete(dst []byte, tag string) []byte { return appendMsg(dst, 'C', cstr(tag)) }
 
@@ -75,27 +75,7 @@ func appendParameterStatus(dst []byte, name, value string) []byte {
 
 // appendError writes err as an ErrorResponse with its SQLSTATE.
 func appendError(dst []byte, severity string, err error) []byte {
-	code := pgerr.Code(err)
-	msg, detail := err.Error(), ""
-	if pe, ok := err.(*pgerr.Error); ok {
-		msg, detail = pe.Message, pe.Detail
-	}
-	start := len(dst)
-	dst = append(dst, 'E', 0, 0, 0, 0)
-	for _, f := range []struct {
-		t byte
-		v string
-	}{{'S', severity}, {'V', severity}, {'C', code}, {'M', msg}, {'D', detail}} {
-		if f.v == "" {
-			continue
-		}
-		dst = append(dst, f.t)
-		dst = append(dst, f.v...)
-		dst = append(dst, 0)
-	}
-	dst = append(dst, 0)
-	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
-	return dst
+	return pgwire.AppendError(dst, severity, err)
 }
 
 // appendRowDescription describes text columns of type text.
@@ -125,21 +105,7 @@ func appendDataRow(dst []byte, values ...string) []byte {
 	return appendMsg(dst, 'D', body)
 }
 
-// backendMessages walks whole backend messages in b, calling fn with each
-// message's type and bytes. It reads only headers.
+// backendMessages walks whole backend messages in b by their headers.
 func backendMessages(b []byte, fn func(typ byte, msg []byte) error) error {
-	for len(b) > 0 {
-		if len(b) < 5 {
-			return fmt.Errorf("truncated backend message")
-		}
-		n := int(binary.BigEndian.Uint32(b[1:]))
-		if n < 4 || n+1 > len(b) {
-			return fmt.Errorf("backend message %q has invalid length %d", b[0], n)
-		}
-		if err := fn(b[0], b[:n+1]); err != nil {
-			return err
-		}
-		b = b[n+1:]
-	}
-	return nil
+	return pgwire.Messages(b, fn)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
@@ -137,7 +138,7 @@ func (b *backend) exchange(frontend []byte, strip int, buf []byte, emit answer) 
 		case msgCopyBoth:
 			b.close()
 			chunk = appendErrorResponse(chunk[:start], "ERROR", pgerr.FeatureNotSupported, "COPY BOTH (replication) is not supported through the sidecar")
-			return chunk, stripped, b.send(emit, appendReadyForQuery(chunk, 'I'), true, 'I', false)
+			return chunk, stripped, b.send(emit, pgwire.AppendReadyForQuery(chunk, 'I'), true, 'I', false)
 		}
 		if len(chunk) >= chunkSize {
 			if err := b.send(emit, chunk, false, 0, false); err != nil {
@@ -162,7 +163,7 @@ func (b *backend) send(emit answer, chunk []byte, done bool, tx byte, copyIn boo
 func (b *backend) lost(chunk []byte, cause error, emit answer) ([]byte, error) {
 	b.close()
 	chunk = appendErrorResponse(chunk, "ERROR", "08006", "lost the connection to postgres: "+cause.Error())
-	chunk = appendReadyForQuery(chunk, 'I')
+	chunk = pgwire.AppendReadyForQuery(chunk, 'I')
 	b.txStatus = 'I'
 	return chunk, emit(chunk, true, 'I', false)
 }
@@ -170,7 +171,7 @@ func (b *backend) lost(chunk []byte, cause error, emit answer) ([]byte, error) {
 // simple runs internal SQL (settings, reset) and discards its answer,
 // returning the first error Postgres reported.
 func (b *backend) simple(sql string) error {
-	if _, err := b.conn.Write(appendQuery(nil, sql)); err != nil {
+	if _, err := b.conn.Write(pgwire.AppendQuery(nil, sql)); err != nil {
 		b.close()
 		return err
 	}
@@ -192,40 +193,13 @@ func (b *backend) drain() error {
 		switch typ {
 		case msgErrorResponse:
 			if first == nil {
-				first = parseErrorResponse(msg[5:])
+				first = pgwire.ParseError(msg)
 			}
 		case msgReadyForQuery:
 			b.txStatus = msg[5]
 			return first
 		}
 	}
-}
-
-// parseErrorResponse decodes the fields of an ErrorResponse body that an
-// internal query's failure needs.
-func parseErrorResponse(body []byte) error {
-	e := &pgerr.Error{Code: pgerr.InternalError}
-	for len(body) > 1 {
-		t := body[0]
-		end := 1
-		for end < len(body) && body[end] != 0 {
-			end++
-		}
-		v := string(body[1:end])
-		switch t {
-		case 'C':
-			e.Code = v
-		case 'M':
-			e.Message = v
-		case 'D':
-			e.Detail = v
-		}
-		if end >= len(body) {
-			break
-		}
-		body = body[end+1:]
-	}
-	return e
 }
 
 // resetSQL removes everything a session may have left on a connection:
@@ -286,7 +260,7 @@ func (b *backend) applySettings(settings []setting, key string) error {
 	var sb strings.Builder
 	sb.WriteString("RESET ALL")
 	for _, s := range settings {
-		fmt.Fprintf(&sb, "; SELECT pg_catalog.set_config(%s, %s, false)", quoteLiteral(s.name), quoteLiteral(s.value))
+		fmt.Fprintf(&sb, "; SELECT pg_catalog.set_config(%s, %s, false)", pgwire.QuoteLiteral(s.name), pgwire.QuoteLiteral(s.value))
 	}
 	if err := b.simple(sb.String()); err != nil {
 		// A half-applied set of settings is unknown state.
@@ -295,13 +269,4 @@ func (b *backend) applySettings(settings []setting, key string) error {
 	}
 	b.settings = key
 	return nil
-}
-
-// quoteLiteral quotes a string as an SQL literal that means the same
-// whatever standard_conforming_strings is.
-func quoteLiteral(s string) string {
-	if strings.ContainsRune(s, '\\') {
-		return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
-	}
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }

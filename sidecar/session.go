@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
@@ -64,7 +65,7 @@ func (sess *session) fail(err error) error {
 	if sess.pinned != nil {
 		tx = sess.pinned.txStatus
 	}
-	return sess.reply(appendReadyForQuery(appendError(nil, err), tx), tx)
+	return sess.reply(pgwire.AppendReadyForQuery(appendError(nil, err), tx), tx)
 }
 
 func (sess *session) batch(ctx context.Context, req *pb.Batch) error {

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
 )
 
 // Backend message types the sidecar looks at. Everything else passes
@@ -57,29 +58,11 @@ func grow(b []byte, n int) []byte {
 // sidecar itself reports inside a batch's answer (pool exhausted, backend
 // lost), so that the router forwards them to the client like any other.
 func appendErrorResponse(dst []byte, severity, code, message string) []byte {
-	start := len(dst)
-	dst = append(dst, msgErrorResponse, 0, 0, 0, 0)
-	for _, f := range []struct {
-		t byte
-		v string
-	}{{'S', severity}, {'V', severity}, {'C', code}, {'M', message}} {
-		dst = append(dst, f.t)
-		dst = append(dst, f.v...)
-		dst = append(dst, 0)
-	}
-	dst = append(dst, 0)
-	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
-	return dst
-}
-
-func appendReadyForQuery(dst []byte, status byte) []byte {
-	return append(dst, msgReadyForQuery, 0, 0, 0, 5, status)
+	return pgwire.AppendError(dst, severity, &pgerr.Error{Code: code, Message: message})
 }
 
 // appendError appends an ErrorResponse for err with its SQLSTATE.
-func appendError(dst []byte, err error) []byte {
-	return appendErrorResponse(dst, "ERROR", pgerr.Code(err), err.Error())
-}
+func appendError(dst []byte, err error) []byte { return pgwire.AppendError(dst, "ERROR", err) }
 
 // appendParse appends a Parse message.
 func appendParse(dst []byte, name, query string, oids []uint32) []byte {
@@ -93,16 +76,6 @@ func appendParse(dst []byte, name, query string, oids []uint32) []byte {
 	for _, o := range oids {
 		dst = binary.BigEndian.AppendUint32(dst, o)
 	}
-	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
-	return dst
-}
-
-// appendQuery appends a simple Query message.
-func appendQuery(dst []byte, sql string) []byte {
-	start := len(dst)
-	dst = append(dst, 'Q', 0, 0, 0, 0)
-	dst = append(dst, sql...)
-	dst = append(dst, 0)
 	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
 	return dst
 }

@@ -1,0 +1,41 @@
+package pgwire
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tesseradb/tessera/pgerr"
+)
+
+func TestErrorRoundTrip(t *testing.T) {
+	in := &pgerr.Error{Code: "42P01", Message: "relation \"x\" does not exist", Detail: "d"}
+	msg := AppendError(nil, "ERROR", in)
+	var seen int
+	if err := Messages(msg, func(typ byte, m []byte) error {
+		seen++
+		if typ != 'E' {
+			t.Errorf("type %q", typ)
+		}
+		return nil
+	}); err != nil || seen != 1 {
+		t.Fatalf("walk: %v, %d messages", err, seen)
+	}
+	out := ParseError(msg)
+	if *out != *in {
+		t.Errorf("round trip: %+v, want %+v", out, in)
+	}
+	if got := ParseError(AppendError(nil, "FATAL", errors.New("plain"))); got.Code != pgerr.InternalError || got.Message != "plain" {
+		t.Errorf("plain error: %+v", got)
+	}
+	if err := Messages([]byte{'Z', 0, 0, 0, 9, 'I'}, func(byte, []byte) error { return nil }); err == nil {
+		t.Error("a truncated message passed")
+	}
+}
+
+func TestQuoteLiteral(t *testing.T) {
+	for in, want := range map[string]string{`it's`: `'it''s'`, `a\b`: `E'a\\b'`, `\'`: `E'\\'''`, "": `''`} {
+		if got := QuoteLiteral(in); got != want {
+			t.Errorf("QuoteLiteral(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
