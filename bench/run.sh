@@ -25,7 +25,8 @@ devpid=$!
 trap 'kill -INT $devpid 2>/dev/null; wait $devpid 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 1 600); do [ -s "$data/cluster.json" ] && break; sleep 0.2; done
 [ -s "$data/cluster.json" ] || { cat "$data/dev.log"; exit 1; }
-export PGPASSWORD=postgres PGUSER=postgres PGDATABASE=postgres
+# Both paths in plaintext: Postgres here has no SSL, the router would offer it.
+export PGPASSWORD=postgres PGUSER=postgres PGDATABASE=postgres PGSSLMODE=disable
 direct="-h 127.0.0.1 -p 25533"
 router="-h 127.0.0.1 -p 26532"
 "$PGBENCH" -i -q -s "$scale" $direct >/dev/null 2>&1

@@ -20,6 +20,7 @@ import (
 func newDevCommand(opts Options) *cobra.Command {
 	var cfg dev.Config
 	var printJSON, verbose bool
+	var debugAddr string
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a whole local cluster on 127.0.0.1 until Ctrl-C",
@@ -43,6 +44,9 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 			cfg.Temporal = opts.Temporal
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if err := serveDebug(debugAddr); err != nil {
+				return err
+			}
 			fmt.Fprintln(cmd.ErrOrStderr(), "starting the cluster ...")
 			cluster, err := dev.Start(ctx, cfg)
 			if err != nil {
@@ -80,6 +84,7 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 	f.StringVar(&cfg.BinDir, "pg-bindir", "", "directory of the Postgres server binaries (default: discovered)")
 	f.BoolVar(&printJSON, "print-json", false, "print cluster.json on stdout once the cluster is up, for scripts")
 	f.BoolVar(&verbose, "verbose", false, "log what every component does")
+	debugFlag(cmd, &debugAddr)
 	return cmd
 }
 

@@ -17,6 +17,7 @@ import (
 func newRouterCommand() *cobra.Command {
 	var flags clusterFlags
 	var cfg router.Config
+	var debugAddr string
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a router: the Postgres endpoint clients connect to",
@@ -28,6 +29,9 @@ you like against one cluster.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if err := serveDebug(debugAddr); err != nil {
+				return err
+			}
 			s, err := flags.dial(ctx)
 			if err != nil {
 				return err
@@ -57,5 +61,6 @@ you like against one cluster.`,
 	cmd.Flags().StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:6432", "address clients connect to")
 	cmd.Flags().StringVar(&cfg.TLSCertFile, "tls-cert", "", "certificate for client SSL")
 	cmd.Flags().StringVar(&cfg.TLSKeyFile, "tls-key", "", "key for client SSL")
+	debugFlag(cmd, &debugAddr)
 	return cmd
 }
