@@ -50,7 +50,7 @@ func TestDevStatusAndShardCreate(t *testing.T) {
 	var out, errOut syncBuffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- RunContext(ctx, []string{"dev", "--data", data, "--shards", "1", "--replicas", "1", "--base-port", "26433", "--etcd-port", "23791", "--print-json"}, &out, &errOut, Options{})
+		exit <- RunContext(ctx, []string{"dev", "--data", data, "--shards", "1", "--replicas", "1", "--base-port", "26433", "--etcd-port", "23791", "--router-port", "-1", "--print-json"}, &out, &errOut, Options{})
 	}()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(out.String(), "\n") {

@@ -56,12 +56,13 @@ func TestClusterLifecycle(t *testing.T) {
 	defer os.RemoveAll(base)
 	os.Chmod(base, 0o755)
 	cfg := dev.Config{
-		DataDir:  filepath.Join(base, "data"),
-		Shards:   2,
-		Replicas: 1,
-		Password: "secret-pw",
-		BasePort: 25433,
-		EtcdPort: 23790,
+		DataDir:    filepath.Join(base, "data"),
+		Shards:     2,
+		Replicas:   1,
+		Password:   "secret-pw",
+		BasePort:   25433,
+		EtcdPort:   23790,
+		RouterPort: -1,
 	}
 	c, err := dev.Start(ctx, cfg)
 	if err != nil {
