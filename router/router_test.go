@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tesseradb/tessera/topo/store"
 )
 
 func sqlstate(err error) string {
@@ -76,6 +78,13 @@ func TestAuthentication(t *testing.T) {
 	defer conn.Close(ctx)
 	if _, ok := conn.PgConn().Conn().(*tls.Conn); !ok {
 		t.Error("sslmode=require did not use TLS")
+	}
+}
+
+func TestRouterRegisters(t *testing.T) {
+	recs, err := cluster.Store().ListRecords(context.Background(), store.KindRouter)
+	if err != nil || len(recs) != 1 || recs[0].Addr != cluster.Info().Router {
+		t.Fatalf("router records: %+v %v", recs, err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,7 @@ type Server struct {
 	cancels map[uint32]*clientConn // by BackendKeyData process id
 	closing bool
 
+	reg    *store.Registration
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -99,6 +101,15 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.lis = lis
+	// Routers register too, so that operators and clients can find them.
+	reg, err := s.cfg.Store.Register(ctx, store.Record{Kind: store.KindRouter, ID: "router-" + strings.ReplaceAll(lis.Addr().String(), ":", "-"),
+		Addr: lis.Addr().String()}, 10*time.Second)
+	if err != nil {
+		cancel()
+		lis.Close()
+		return err
+	}
+	s.reg = reg
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.accept() }()
 	s.log.Info("router serving", "addr", lis.Addr().String())
@@ -158,6 +169,9 @@ func (s *Server) Stop(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+	}
+	if s.reg != nil {
+		s.reg.Close(ctx)
 	}
 	if s.cancel != nil {
 		s.cancel()
