@@ -308,3 +308,38 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("pg_sleep was not cancelled: %v after %s", err, time.Since(start))
 	}
 }
+
+// TestNotificationsReachTheListener: LISTEN pins the session; a NOTIFY
+// from another session reaches the listener with its next statement, as
+// psql sees notifications.
+func TestNotificationsReachTheListener(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(dsn("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	cfg.OnNotification = func(_ *pgconn.PgConn, n *pgconn.Notification) { got <- n.Channel + ":" + n.Payload }
+	listener, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(ctx)
+	if _, err := listener.Exec(ctx, "LISTEN tessera_news"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := connect(t, "postgres").Exec(ctx, "NOTIFY tessera_news, 'hello'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := listener.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if n != "tessera_news:hello" {
+			t.Errorf("notification %q", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification")
+	}
+}
