@@ -39,8 +39,11 @@ type clientConn struct {
 	backends map[string]*backendSession
 	tx       txState
 	batch    extBatch
-	copyIn   *backendSession // COPY FROM STDIN in progress
-	copyBuf  []byte          // COPY data not yet sent
+	// bindParams is reused for every Bind; its values point into the
+	// message being handled.
+	bindParams bindParams
+	copyIn     *backendSession // COPY FROM STDIN in progress
+	copyBuf    []byte          // COPY data not yet sent
 	// sessionPinned: the session did something that lives in its backend
 	// (temporary table, advisory lock, LISTEN, ...), so from now on every
 	// shard keeps one backend for it.

@@ -226,8 +226,8 @@ func (c *clientConn) bind(msg []byte) error {
 	if err != nil {
 		return err
 	}
-	params, err := parseBindParams(msg[rest:])
-	if err != nil {
+	params := &c.bindParams
+	if err := params.parse(msg[rest:]); err != nil {
 		return err
 	}
 	r := c.route(p.stmt, params)
@@ -409,6 +409,8 @@ func (c *clientConn) runBatch(final bool) error {
 	return nil
 }
 
+var errBadBind = pgerr.New(pgerr.ProtocolViolation, "invalid Bind message")
+
 // bindParams is a Bind message's parameter section, read in place.
 type bindParams struct {
 	formats []byte // int16 format codes
@@ -417,34 +419,43 @@ type bindParams struct {
 }
 
 func parseBindParams(b []byte) (*bindParams, error) {
-	bad := pgerr.New(pgerr.ProtocolViolation, "invalid Bind message")
+	p := &bindParams{}
+	return p, p.parse(b)
+}
+
+// parse reads the section into p, reusing p's slice: a session parses
+// every Bind into the same bindParams.
+func (p *bindParams) parse(b []byte) error {
+	bad := errBadBind
 	if len(b) < 2 {
-		return nil, bad
+		return bad
 	}
-	p := &bindParams{nfmt: int(binary.BigEndian.Uint16(b))}
+	p.nfmt = int(binary.BigEndian.Uint16(b))
 	b = b[2:]
 	if len(b) < 2*p.nfmt+2 {
-		return nil, bad
+		return bad
 	}
 	p.formats, b = b[:2*p.nfmt], b[2*p.nfmt:]
 	n := int(binary.BigEndian.Uint16(b))
 	b = b[2:]
-	p.values = make([][]byte, n)
+	p.values = p.values[:0]
 	for i := 0; i < n; i++ {
 		if len(b) < 4 {
-			return nil, bad
+			return bad
 		}
 		l := int(int32(binary.BigEndian.Uint32(b)))
 		b = b[4:]
 		if l < 0 {
+			p.values = append(p.values, nil)
 			continue
 		}
 		if l > len(b) {
-			return nil, bad
+			return bad
 		}
-		p.values[i], b = b[:l], b[l:]
+		p.values = append(p.values, b[:l])
+		b = b[l:]
 	}
-	return p, nil
+	return nil
 }
 
 // param returns parameter n (1-based) with its format code; the value is

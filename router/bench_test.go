@@ -1,0 +1,72 @@
+package router
+
+import (
+	"bufio"
+	"io"
+	"testing"
+)
+
+// A point lookup's answer as a shard sends it: BindComplete, one DataRow,
+// CommandComplete, ReadyForQuery.
+var lookupAnswer = func() []byte {
+	var b []byte
+	b = appendMsg(b, '2')
+	b = appendDataRow(b, "12345")
+	b = appendCommandComplete(b, "SELECT 1")
+	return appendReady(b, 'I')
+}()
+
+// BenchmarkForwardAnswer is the router's work on a single-shard answer:
+// pass the bytes to the client, minus ReadyForQuery, without decoding.
+func BenchmarkForwardAnswer(b *testing.B) {
+	c := &clientConn{w: bufio.NewWriterSize(io.Discard, 32<<10)}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(lookupAnswer)))
+	for b.Loop() {
+		f := forwarder{c: c}
+		f.emit(lookupAnswer)
+		if err := f.finish(false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBindParams reads a Bind's parameter frames in place.
+func BenchmarkBindParams(b *testing.B) {
+	bind := []byte{0, 1, 0, 1, 0, 1, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 42, 0, 1, 0, 1}
+	var p bindParams
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.parse(bind); err != nil {
+			b.Fatal(err)
+		}
+		if _, v, ok := p.param(1); !ok || len(v) != 8 {
+			b.Fatal("param")
+		}
+	}
+}
+
+func TestForwardAnswerDropsOnlyReadyForQuery(t *testing.T) {
+	var out []byte
+	w := bufio.NewWriter(writerFunc(func(p []byte) (int, error) { out = append(out, p...); return len(p), nil }))
+	c := &clientConn{w: w}
+	f := forwarder{c: c}
+	f.emit(lookupAnswer[:10])
+	f.emit(lookupAnswer[10:])
+	f.finish(false)
+	w.Flush()
+	if string(out) != string(lookupAnswer[:len(lookupAnswer)-6]) {
+		t.Fatalf("forwarded %q", out)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		f := forwarder{c: c}
+		f.emit(lookupAnswer)
+		f.finish(false)
+	}); allocs != 0 {
+		t.Errorf("forwarding allocates %.0f times", allocs)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
