@@ -23,19 +23,39 @@ type prepared struct {
 	proto *pb.PreparedStatement // nil for the unnamed statement
 }
 
-// extBatch gathers extended-protocol messages up to Sync; they go to the
-// shard as one batch.
+// extBatch gathers extended-protocol messages up to Sync. Messages for one
+// target go to it as one batch; when a statement needs another target
+// (a pgx SendBatch inserting rows for several shards, say), the messages
+// so far become a segment of their own and run first, each segment with
+// its own Sync (so the batch is not one implicit transaction across
+// shards, as it cannot be).
 type extBatch struct {
+	segments []segment
 	frontend []byte
 	prepared []*pb.PreparedStatement
-	r        *routed // where the batch runs
-	backend  bool    // holds messages for a shard
-	skip     bool    // an error: discard messages until Sync
-	sets     []*routed
-	txEnd    stmtKind // a COMMIT or ROLLBACK in the batch
+	// group is where the current statement's messages start in frontend
+	// (its unnamed Parse, or its Bind); -1 before one starts.
+	group   int
+	r       *routed // where the batch runs
+	backend bool    // holds messages for a shard
+	skip    bool    // an error: discard messages until Sync
+	sets    []*routed
+	txEnd   stmtKind // a COMMIT or ROLLBACK in the batch
+}
+
+// segment is a finished part of a batch, bound for one target. after
+// holds answers the router makes itself (ParseComplete for a named Parse)
+// that belong right after the segment's own answer.
+type segment struct {
+	r        *routed
+	frontend []byte
+	prepared []*pb.PreparedStatement
+	after    []byte
 }
 
 func (b *extBatch) reset() {
+	b.segments = b.segments[:0]
+	b.group = -1
 	b.frontend = b.frontend[:0]
 	b.prepared = b.prepared[:0]
 	b.r, b.backend, b.skip, b.sets, b.txEnd = nil, false, false, nil, 0
@@ -73,7 +93,7 @@ func (c *clientConn) extended(typ byte, msg []byte) error {
 // batchError reports an error the router found in the batch and, as
 // Postgres does, discards the rest of the batch until Sync.
 func (c *clientConn) batchError(err error) {
-	if c.batch.backend {
+	if c.batch.backend || len(c.batch.segments) > 0 {
 		// Messages before the error still run, in order, before it.
 		c.runBatch(false)
 	}
@@ -140,6 +160,7 @@ func (c *clientConn) parse(msg []byte) error {
 	}
 	if name == "" {
 		c.unnamed = p
+		c.batch.group = len(c.batch.frontend)
 		c.batch.frontend = append(c.batch.frontend, msg...)
 		c.batch.backend = true
 		return nil
@@ -147,15 +168,33 @@ func (c *clientConn) parse(msg []byte) error {
 	if c.stmts[name] != nil {
 		return pgerr.New("42P05", "prepared statement %q already exists", name)
 	}
-	if c.batch.backend {
-		// The router answers a named Parse itself; after messages bound
-		// for a shard its answer would come out of order.
-		return pgerr.New(pgerr.FeatureNotSupported, "a named Parse after other messages in the same batch is not supported; send Sync first")
-	}
 	p.proto = &pb.PreparedStatement{Name: contentName(sql, oids), Query: sql, ParamOids: oids}
 	c.stmts[name] = p
-	c.out = appendMsg(c.out, '1')
+	// The router answers a named Parse itself. After messages bound for a
+	// shard, its answer must follow theirs: they become a segment and the
+	// ParseComplete goes after it.
+	b := &c.batch
+	if len(b.frontend) > 0 {
+		b.closeSegment()
+	}
+	if n := len(b.segments); n > 0 {
+		b.segments[n-1].after = appendMsg(b.segments[n-1].after, '1')
+	} else {
+		c.out = appendMsg(c.out, '1')
+	}
 	return nil
+}
+
+// closeSegment makes the messages gathered so far a segment of their own.
+func (b *extBatch) closeSegment() {
+	b.segments = append(b.segments, segment{
+		r:        b.r,
+		frontend: append([]byte(nil), b.frontend...),
+		prepared: append([]*pb.PreparedStatement(nil), b.prepared...),
+	})
+	b.frontend = b.frontend[:0]
+	b.prepared = b.prepared[:0]
+	b.group, b.r, b.backend = -1, nil, false
 }
 
 func (c *clientConn) lookup(name string) (*prepared, error) {
@@ -186,18 +225,33 @@ func (c *clientConn) use(p *prepared) {
 	c.batch.prepared = append(c.batch.prepared, p.proto)
 }
 
-// target sets where the batch runs; one batch runs in one place.
+// target sets where the current statement runs. A statement for another
+// target than the batch's so far closes a segment: the messages before
+// the statement's own run first, where they were bound.
 func (c *clientConn) target(r *routed) error {
 	if r.err != nil {
 		return r.err
 	}
-	if c.batch.r == nil {
-		c.batch.r = r
+	b := &c.batch
+	if b.r == nil {
+		b.r = r
 		return nil
 	}
-	if !sameTargets(c.batch.r, r) {
-		return pgerr.New(pgerr.FeatureNotSupported, "statements for different shards in one batch are not supported yet; send Sync between them")
+	if sameTargets(b.r, r) {
+		return nil
 	}
+	start := b.group
+	if start < 0 {
+		start = len(b.frontend)
+	}
+	if start > 0 {
+		rest := append([]byte(nil), b.frontend[start:]...)
+		b.frontend = b.frontend[:start]
+		b.closeSegment()
+		b.frontend = append(b.frontend, rest...)
+		b.group, b.backend = 0, len(rest) > 0
+	}
+	b.r = r
 	return nil
 }
 
@@ -248,6 +302,9 @@ func (c *clientConn) bind(msg []byte) error {
 			return pgerr.New(pgerr.FeatureNotSupported, "savepoints in a transaction over several shards need the simple query protocol")
 		}
 	}
+	if c.batch.group < 0 {
+		c.batch.group = len(c.batch.frontend)
+	}
 	if err := c.target(&r); err != nil {
 		return err
 	}
@@ -288,6 +345,7 @@ func (c *clientConn) executeMsg(msg []byte) error {
 	}
 	c.batch.frontend = append(c.batch.frontend, msg...)
 	c.batch.backend = true
+	c.batch.group = -1 // the next statement starts after this Execute
 	return nil
 }
 
@@ -353,7 +411,7 @@ func (c *clientConn) closeMsg(msg []byte) error {
 
 // sync ends the batch: it runs, and ReadyForQuery follows.
 func (c *clientConn) sync() error {
-	if !c.batch.skip && c.batch.backend {
+	if !c.batch.skip && (c.batch.backend || len(c.batch.segments) > 0) {
 		if err := c.runBatch(true); err != nil {
 			return err
 		}
@@ -368,7 +426,7 @@ func (c *clientConn) sync() error {
 // flushBatch answers Flush: what is gathered runs now (with a Sync the
 // client did not send; its ReadyForQuery is dropped).
 func (c *clientConn) flushBatch() error {
-	if c.batch.backend {
+	if c.batch.backend || len(c.batch.segments) > 0 {
 		if err := c.runBatch(false); err != nil {
 			return err
 		}
@@ -393,6 +451,26 @@ func (c *clientConn) runBatch(final bool) error {
 			c.out = appendError(c.out, "ERROR", err)
 			c.tx.failed = true
 		}
+	}
+	for _, seg := range c.batch.segments {
+		sr := seg.r
+		if sr == nil {
+			ar := c.authoritativeRoute()
+			sr = &ar
+		}
+		failed, err := c.execute(context.Background(), sr, append(seg.frontend, 'S', 0, 0, 0, 4), seg.prepared, len(c.batch.sets) > 0)
+		if err != nil {
+			return err
+		}
+		if failed {
+			// Postgres skips the rest of a batch after an error.
+			c.batch.skip = !final
+			return nil
+		}
+		c.out = append(c.out, seg.after...)
+	}
+	if len(c.batch.frontend) == 0 {
+		return nil
 	}
 	frontend := append(c.batch.frontend, 'S', 0, 0, 0, 4)
 	failed, err := c.execute(context.Background(), r, frontend, c.batch.prepared, len(c.batch.sets) > 0)

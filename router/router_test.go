@@ -343,3 +343,41 @@ func TestNotificationsReachTheListener(t *testing.T) {
 		t.Fatal("no notification")
 	}
 }
+
+// TestBatchAcrossShards: a pgx batch (one Sync) of statements for
+// different shards runs each where it belongs, in order.
+func TestBatchAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)")
+	conn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 9000 AND 9020")
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeDescribeExec} {
+		batch := &pgx.Batch{}
+		for id := int64(9000); id < 9010; id++ {
+			batch.Queue("INSERT INTO customers (customer_id, name) VALUES ($1, $2)", id, fmt.Sprint("batch-", mode))
+		}
+		for id := int64(9000); id < 9010; id++ {
+			batch.Queue("SELECT name FROM customers WHERE customer_id = $1", id)
+		}
+		batch.Queue("DELETE FROM customers WHERE customer_id BETWEEN 9000 AND 9009")
+		cfgConn := conn
+		br := cfgConn.SendBatch(ctx, batch)
+		for i := 0; i < 10; i++ {
+			if _, err := br.Exec(); err != nil {
+				t.Fatalf("mode %v insert %d: %v", mode, i, err)
+			}
+		}
+		for i := 0; i < 10; i++ {
+			var name string
+			if err := br.QueryRow().Scan(&name); err != nil || name != fmt.Sprint("batch-", mode) {
+				t.Fatalf("mode %v select %d: %q %v", mode, i, name, err)
+			}
+		}
+		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 10 {
+			t.Fatalf("mode %v delete: %v %v", mode, tag, err)
+		}
+		if err := br.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
