@@ -19,6 +19,8 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 30s ./topo/
 	$(GO) test -run XXX -fuzz FuzzCanonical -fuzztime 30s ./topo/shardfunc/
 	$(GO) test -run XXX -fuzz FuzzIntFormatsAgree -fuzztime 15s ./topo/shardfunc/
+	$(GO) test -run XXX -fuzz FuzzClientMessages -fuzztime 30s ./router/
+	$(GO) test -run XXX -fuzz FuzzPlan -fuzztime 30s ./router/planner/
 
 bench:
-	$(GO) test -run XXX -bench . -benchmem ./topo/...
+	$(GO) test -run XXX -bench . -benchmem ./topo/... ./router/...

@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -22,6 +23,12 @@ var cluster *dev.Cluster
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		// Fuzzing (go test -run XXX -fuzz ...) needs no cluster, and its
+		// worker processes must not each start one.
+		return m.Run()
+	}
 	base, err := os.MkdirTemp("", "router-test-")
 	if err != nil {
 		log.Fatal(err)
