@@ -73,7 +73,7 @@ func (c *clientConn) failTx() {
 
 // one runs a statement on one shard.
 func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
-	replica := c.settings.replica() && r.readOnly && !c.tx.active
+	replica := c.settings.replica()
 	b, err := c.session(ctx, shard, replica)
 	if err == nil {
 		err = c.joinTx(ctx, b)
@@ -120,7 +120,7 @@ func (c *clientConn) adoptStatus(shard string, st pb.TxStatus) {
 	case pb.TxStatus_IN_TRANSACTION, pb.TxStatus_FAILED:
 		if !c.tx.active {
 			saved := c.settings
-			c.tx = txState{active: true, begin: "BEGIN", shards: []string{shard}, settings: &saved}
+			c.tx = txState{active: true, begin: "BEGIN", shards: []string{shard}, settings: &saved, replica: c.settings.replica()}
 		}
 		if st == pb.TxStatus_FAILED {
 			c.tx.failed = true
@@ -139,7 +139,7 @@ func (c *clientConn) adoptStatus(shard string, st pb.TxStatus) {
 func (c *clientConn) scatter(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
 	m := merger{c: c}
 	for _, shard := range r.shards {
-		b, err := c.session(ctx, shard, c.settings.replica() && r.readOnly && !c.tx.active)
+		b, err := c.session(ctx, shard, c.settings.replica())
 		if err == nil {
 			err = c.joinTx(ctx, b)
 		}
@@ -180,7 +180,7 @@ func (c *clientConn) everywhere(ctx context.Context, r *routed, frontend []byte,
 			}
 			continue
 		}
-		b, err := c.session(ctx, shard, false)
+		b, err := c.session(ctx, shard, c.settings.replica())
 		if err == nil {
 			err = c.joinTx(ctx, b)
 		}

@@ -381,3 +381,73 @@ func TestBatchAcrossShards(t *testing.T) {
 		}
 	}
 }
+
+func TestTargetReplica(t *testing.T) {
+	ctx := context.Background()
+	cfg, _ := pgx.ParseConfig(dsn("store"))
+	cfg.RuntimeParams["options"] = "-c tessera.target=replica"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var inRecovery bool
+	// Replicas may still be replaying CREATE DATABASE store.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err = conn.QueryRow(ctx, "SELECT pg_is_in_recovery()", pgx.QueryExecModeSimpleProtocol).Scan(&inRecovery)
+		if err == nil || sqlstate(err) != "3D000" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || !inRecovery {
+		t.Fatalf("read under tessera.target=replica ran on a primary: %v %v", inRecovery, err)
+	}
+	// A write is refused by the replica, never sent to the primary.
+	if _, err := conn.Exec(ctx, "CREATE TABLE on_replica (x int)", pgx.QueryExecModeSimpleProtocol); err == nil {
+		t.Error("DDL ran under tessera.target=replica")
+	}
+	// Back to the primary by SET.
+	if _, err := conn.Exec(ctx, "SET tessera.target = 'primary'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()", pgx.QueryExecModeSimpleProtocol).Scan(&inRecovery); err != nil || inRecovery {
+		t.Fatalf("after SET tessera.target = 'primary': %v %v", inRecovery, err)
+	}
+}
+
+func TestFanoutGuard(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)")
+	if _, err := conn.Exec(ctx, "SET tessera.fanout = 'multi'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT name FROM customers WHERE name = 'x'"); sqlstate(err) != "0A000" {
+		t.Errorf("scatter under fanout multi: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT name FROM customers WHERE customer_id IN (1, 42)"); err != nil {
+		t.Errorf("two keyed shards under fanout multi: %v", err)
+	}
+	conn.Exec(ctx, "SET tessera.fanout = 'single'")
+	if _, err := conn.Exec(ctx, "SELECT name FROM customers WHERE customer_id IN (1, 42)"); sqlstate(err) != "0A000" {
+		t.Errorf("two shards under fanout single: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT name FROM customers WHERE customer_id = 42"); err != nil {
+		t.Errorf("one shard under fanout single: %v", err)
+	}
+}
+
+// TestDDLFailureNamesTheShard: DDL runs on every shard; one that fails is
+// named in the error.
+func TestDDLFailureNamesTheShard(t *testing.T) {
+	ctx := context.Background()
+	if _, err := direct(t, "customer-shard-2", "store").Exec(ctx, "CREATE TABLE IF NOT EXISTS only_here (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := connect(t, "store").Exec(ctx, "CREATE TABLE only_here (x int)")
+	if err == nil || !strings.Contains(err.Error(), "customer-shard-2") || sqlstate(err) != "42P07" {
+		t.Errorf("DDL failing on one shard: %v", err)
+	}
+}

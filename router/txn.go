@@ -26,6 +26,7 @@ type txState struct {
 	routerFailed bool
 	begin        string   // the BEGIN statement to replay on each shard
 	shards       []string // shards with the transaction open, in order joined
+	replica      bool     // the transaction runs on replicas (tessera.target)
 	settings     *sessionSettings
 }
 
@@ -57,7 +58,7 @@ func (c *clientConn) beginTx(sql string) {
 		return
 	}
 	saved := c.settings
-	c.tx = txState{active: true, begin: sql, settings: &saved}
+	c.tx = txState{active: true, begin: sql, settings: &saved, replica: c.settings.replica()}
 	c.out = appendCommandComplete(c.out, "BEGIN")
 }
 
@@ -120,7 +121,7 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 	tag := ""
 	chained := true // COMMIT AND CHAIN leaves every shard in a new transaction
 	for _, shard := range c.tx.shards {
-		b, err := c.session(ctx, shard, false)
+		b, err := c.session(ctx, shard, c.tx.replica)
 		if err == nil {
 			var res sidecar.Result
 			res, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte) error {
@@ -182,7 +183,7 @@ func (c *clientConn) endOthers(commit bool) error {
 	}
 	q := queryMessage(sql)
 	for _, shard := range c.tx.shards[1:] {
-		b, err := c.session(context.Background(), shard, false)
+		b, err := c.session(context.Background(), shard, c.tx.replica)
 		var failure error
 		if err == nil {
 			_, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte) error {
