@@ -13,10 +13,14 @@
 // sidecar streams) for its whole life; nothing else touches them, except
 // CancelRequest, which reaches a session only through its cancel key.
 //
-// Files: server.go (listener, lifecycle), startup.go (startup packet, TLS,
-// cancel), auth.go and scram.go (authentication), roles.go (role cache),
-// shards.go (sidecar discovery), conn.go (the message loop), simple.go
-// and extended.go (the two query protocols), exec.go (running statements
-// on shards), txn.go (transactions), settings.go (SET/SHOW), wire.go
-// (message framing).
+// Files: server.go (listener, lifecycle, registration, admin queries),
+// startup.go (startup packet, TLS, cancel), auth.go and scram.go
+// (authentication), roles.go (role cache), shards.go (sidecar discovery),
+// conn.go (the message loop and backend streams), simple.go and
+// extended.go (the two query protocols), route.go and routed.go (from a
+// plan to targets), exec.go (running a statement on one, several or all
+// shards), forward.go (passing answers through, merging scatter answers),
+// txn.go (transactions), settings.go (SET/SHOW and Tessera's settings),
+// copy.go (COPY FROM STDIN), schema.go (shard-key column types),
+// wire.go (message framing). Planning lives in package planner.
 package router
