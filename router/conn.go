@@ -44,6 +44,9 @@ type clientConn struct {
 	bindParams bindParams
 	copyIn     *backendSession // COPY FROM STDIN in progress
 	copyBuf    []byte          // COPY data not yet sent
+	// copyExtended: the COPY was started by Execute, so it ends at the
+	// Sync after CopyDone (copyEnded), not at CopyDone.
+	copyExtended, copyEnded bool
 	// sessionPinned: the session did something that lives in its backend
 	// (temporary table, advisory lock, LISTEN, ...), so from now on every
 	// shard keeps one backend for it.

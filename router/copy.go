@@ -19,9 +19,21 @@ func (c *clientConn) copyMessage(typ byte, msg []byte) error {
 		return c.sendCopy(false)
 	case 'c', 'f':
 		c.copyBuf = append(c.copyBuf, msg...)
+		if c.copyExtended {
+			// A COPY started by Execute ends at the client's Sync, which
+			// Postgres waits for after CopyDone.
+			c.copyEnded = true
+			return nil
+		}
 		return c.sendCopy(true)
-	case 'H', 'S':
-		// Flush and Sync during COPY are ignored, as Postgres does.
+	case 'S':
+		if c.copyExtended && c.copyEnded {
+			c.copyBuf = append(c.copyBuf, 'S', 0, 0, 0, 4)
+			return c.sendCopy(true)
+		}
+		// Sync during COPY data is ignored, as Postgres does.
+		return nil
+	case 'H':
 		return nil
 	}
 	// Anything else aborts the COPY, as in Postgres.
@@ -35,7 +47,7 @@ func (c *clientConn) sendCopy(last bool) error {
 	res, err := c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: c.copyBuf}, f.emit)
 	c.copyBuf = c.copyBuf[:0]
 	if err != nil {
-		c.copyIn = nil
+		c.copyIn, c.copyExtended, c.copyEnded = nil, false, false
 		f.finish(true)
 		c.out = appendError(c.out, "ERROR", err)
 		c.failTx()
@@ -48,7 +60,7 @@ func (c *clientConn) sendCopy(last bool) error {
 	if res.CopyIn {
 		return nil
 	}
-	c.copyIn = nil
+	c.copyIn, c.copyExtended, c.copyEnded = nil, false, false
 	c.adoptStatus(b.shard, res.TxStatus)
 	c.out = appendReady(c.out, c.status())
 	return nil

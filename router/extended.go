@@ -477,6 +477,9 @@ func (c *clientConn) runBatch(final bool) error {
 	if err != nil {
 		return err
 	}
+	if c.copyIn != nil {
+		c.copyExtended = true
+	}
 	if failed {
 		c.batch.skip = !final
 		return nil

@@ -167,3 +167,57 @@ func startupPacket(code uint32, kv ...string) []byte {
 	body = append(body, 0)
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body)+4)), body...)
 }
+
+// TestCopyThroughExtendedProtocol: COPY FROM STDIN started by Execute ends
+// at the Sync after CopyDone, as in Postgres.
+func TestCopyThroughExtendedProtocol(t *testing.T) {
+	ctx := context.Background()
+	connect(t, "postgres").Exec(ctx, "CREATE TABLE IF NOT EXISTS copy_ext (id int)")
+	c, fe := rawSession(t)
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	var b []byte
+	for _, m := range []pgproto3.FrontendMessage{
+		&pgproto3.Parse{Query: "COPY copy_ext FROM STDIN"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{},
+	} {
+		b, _ = m.Encode(b)
+	}
+	c.Write(b)
+	for {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := msg.(*pgproto3.CopyInResponse); ok {
+			break
+		}
+		if e, ok := msg.(*pgproto3.ErrorResponse); ok {
+			t.Fatalf("COPY: %s", e.Message)
+		}
+	}
+	b = b[:0]
+	for _, m := range []pgproto3.FrontendMessage{
+		&pgproto3.CopyData{Data: []byte("1\n2\n")}, &pgproto3.CopyDone{}, &pgproto3.Sync{},
+	} {
+		b, _ = m.Encode(b)
+	}
+	c.Write(b)
+	var tag string
+	for {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CommandComplete:
+			tag = string(m.CommandTag)
+		case *pgproto3.ErrorResponse:
+			t.Fatalf("COPY: %s", m.Message)
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	if tag != "COPY 2" {
+		t.Fatalf("tag %q", tag)
+	}
+}
