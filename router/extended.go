@@ -81,6 +81,10 @@ func (c *clientConn) extended(typ byte, msg []byte) error {
 	case 'H':
 		return c.flushBatch()
 	}
+	if err == nil && len(c.batch.frontend) > c.srv.cfg.MaxMessageSize {
+		// Messages wait here until Sync: bound what one client can pile up.
+		err = pgerr.New("54000", "more than %d bytes of messages without Sync", c.srv.cfg.MaxMessageSize)
+	}
 	if err != nil {
 		if pgerr.Code(err) == pgerr.ProtocolViolation {
 			return err
