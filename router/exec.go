@@ -25,18 +25,15 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 		c.out = appendError(c.out, "ERROR", errAborted)
 		return true, nil
 	}
-	if r.noTx && c.tx.active {
-		c.out = appendError(c.out, "ERROR", pgerr.New("25001", "this statement cannot run inside a transaction block"))
-		c.failTx()
-		return true, nil
-	}
 	if err := c.checkFanout(r); err != nil {
 		c.out = appendError(c.out, "ERROR", err)
 		c.failTx()
 		return true, nil
 	}
 	if len(r.shards) == 0 {
-		return true, pgerr.New(pgerr.InternalError, "statement has no target shard")
+		c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.InternalError, "the statement has no target shard"))
+		c.failTx()
+		return true, nil
 	}
 	switch r.mode {
 	case routeScatter:

@@ -34,7 +34,6 @@ type routed struct {
 	allShards    bool // no shard-key value: every shard of the group
 	readOnly     bool
 	sessionState bool // binds the client session to one backend from now on
-	noTx         bool // cannot run inside a transaction block
 	ddl          bool // changes the schema: invalidate caches
 	roles        bool // changes roles: refresh the role cache
 	setName      string
