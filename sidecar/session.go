@@ -161,7 +161,9 @@ func (sess *session) keepOrRelease(b *backend, mode pb.Mode, copyIn bool) {
 		sess.release(b)
 	case mode == pb.Mode_SESSION || sess.sessionPinned:
 		sess.pinned, sess.sessionPinned = b, true
-	case b.txStatus != 'I' || copyIn || mode == pb.Mode_TRANSACTION && b.txStatus != 'I':
+	case b.txStatus != 'I' || copyIn:
+		// STATEMENT and TRANSACTION alike keep a backend whose
+		// transaction is open: Postgres's status decides, not the mode.
 		sess.pinned = b
 	default:
 		sess.release(b)
