@@ -196,14 +196,16 @@ func (c *Cluster) startSidecar(ctx context.Context, uid string, in *instance) er
 		addr = "127.0.0.1:0"
 	}
 	sc, err := sidecar.New(sidecar.Config{
-		ShardUID:     uid,
-		InstanceID:   in.id,
-		ListenAddr:   addr,
-		PostgresAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(in.port)),
-		Secret:       c.secret,
-		Manager:      in.pg,
-		Store:        c.store,
-		Logger:       c.log,
+		ShardUID:   uid,
+		InstanceID: in.id,
+		ListenAddr: addr,
+		// The framed session port is the routers' fast path.
+		SessionListenAddr: "127.0.0.1:0",
+		PostgresAddr:      net.JoinHostPort("127.0.0.1", strconv.Itoa(in.port)),
+		Secret:            c.secret,
+		Manager:           in.pg,
+		Store:             c.store,
+		Logger:            c.log,
 	})
 	if err != nil {
 		return err

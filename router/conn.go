@@ -248,7 +248,13 @@ func (c *clientConn) session(ctx context.Context, shard string, replica bool) (*
 	if err != nil {
 		return nil, err
 	}
-	sess, err := in.client.OpenCancelableSession(ctx, c.database, c.user, c.cancelToken)
+	var sess *sidecar.ClientSession
+	if in.rec.SessionAddr != "" {
+		// The framed session port: the hot path without gRPC.
+		sess, err = sidecar.DialSession(ctx, in.rec.SessionAddr, c.srv.shards.dialOptions(), c.database, c.user, c.cancelToken)
+	} else {
+		sess, err = in.client.OpenCancelableSession(ctx, c.database, c.user, c.cancelToken)
+	}
 	if err != nil {
 		return nil, err
 	}

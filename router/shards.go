@@ -62,7 +62,7 @@ func (s *shards) update(recs []store.Record) {
 		if cur != nil {
 			cur.client.Close()
 		}
-		client, err := sidecar.Dial(rec.GRPCAddr, sidecar.DialOptions{Secret: s.secret, TLS: s.tls})
+		client, err := sidecar.Dial(rec.GRPCAddr, s.dialOptions())
 		if err != nil {
 			continue
 		}
@@ -75,6 +75,10 @@ func (s *shards) update(recs []store.Record) {
 		}
 	}
 	s.once.Do(func() { close(s.ready) })
+}
+
+func (s *shards) dialOptions() sidecar.DialOptions {
+	return sidecar.DialOptions{Secret: s.secret, TLS: s.tls}
 }
 
 func (s *shards) closeAll() {

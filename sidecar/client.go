@@ -49,10 +49,18 @@ func Dial(addr string, opts DialOptions) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// ClientSession is one open Session stream.
+// ClientSession is one open session, on the Session RPC or on the framed
+// session port (DialSession).
 type ClientSession struct {
-	stream pb.Sidecar_SessionClient
-	cancel context.CancelFunc
+	stream clientStream
+	cancel func()
+}
+
+// clientStream is what a ClientSession needs of its transport.
+type clientStream interface {
+	Send(*pb.SessionRequest) error
+	Recv() (*pb.SessionResponse, error)
+	CloseSend() error
 }
 
 // OpenSession opens a session as user on database. End it with Close,

@@ -19,6 +19,10 @@ type Config struct {
 	// AdvertiseAddr is the gRPC address published in the topology
 	// service; empty means the address listened on.
 	AdvertiseAddr string
+	// SessionListenAddr, when set, is the framed session port (see
+	// framed.go), the routers' fast path for query traffic; it is
+	// published as the record's session address.
+	SessionListenAddr string
 	// PostgresAddr is the instance's host:port for replication, published
 	// in the topology service.
 	PostgresAddr string

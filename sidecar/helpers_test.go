@@ -88,6 +88,7 @@ func startSidecar(t *testing.T, inst *pgmanager.Instance, pool sidecar.PoolConfi
 		ShardUID:          "shard-0",
 		InstanceID:        inst.Config().InstanceID,
 		ListenAddr:        "127.0.0.1:0",
+		SessionListenAddr: "127.0.0.1:0",
 		Secret:            secret,
 		Manager:           inst,
 		Pool:              pool,

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"sync"
@@ -27,7 +28,9 @@ type Server struct {
 	cfg        Config
 	log        *slog.Logger
 	grpc       *grpc.Server
+	tls        *tls.Config // for the framed session port
 	lis        net.Listener
+	framedLis  net.Listener
 	pools      pools
 	cancels    cancels
 	health     health
@@ -51,12 +54,14 @@ func New(cfg Config) (*Server, error) {
 		grpc.ChainStreamInterceptor(streamAuth(cfg.Secret)),
 		grpc.MaxRecvMsgSize(64 << 20),
 	}
+	var tlsConfig *tls.Config
 	if cfg.TLSCertFile != "" {
-		creds, err := credentials.NewServerTLSFromFile(cfg.TLSCertFile, cfg.TLSKeyFile)
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
 			return nil, pgerr.New(pgerr.ConfigFileError, "sidecar TLS: %v", err)
 		}
-		opts = append(opts, grpc.Creds(creds))
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}
 	s := &Server{
 		cfg:        cfg,
@@ -65,6 +70,7 @@ func New(cfg Config) (*Server, error) {
 		pools:      pools{cfg: cfg.Pool, connStr: cfg.Manager.ConnConfig},
 		healthKick: make(chan struct{}, 1),
 		stopping:   make(chan struct{}),
+		tls:        tlsConfig,
 	}
 	pb.RegisterSidecarServer(s.grpc, s)
 	return s, nil
@@ -78,6 +84,12 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.lis = lis
+	if s.cfg.SessionListenAddr != "" {
+		if s.framedLis, err = net.Listen("tcp", s.cfg.SessionListenAddr); err != nil {
+			lis.Close()
+			return err
+		}
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.health.publish(s.observe(ctx))
@@ -85,6 +97,9 @@ func (s *Server) Start(ctx context.Context) error {
 		if err := s.register(ctx, s.health.latest().Role); err != nil {
 			cancel()
 			lis.Close()
+			if s.framedLis != nil {
+				s.framedLis.Close()
+			}
 			return err
 		}
 	}
@@ -92,6 +107,10 @@ func (s *Server) Start(ctx context.Context) error {
 	go func() { defer s.wg.Done(); s.grpc.Serve(lis) }()
 	go func() { defer s.wg.Done(); s.monitor(runCtx) }()
 	go func() { defer s.wg.Done(); s.pools.maintain(runCtx, time.Second) }()
+	if s.framedLis != nil {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.serveFramed(s.framedLis) }()
+	}
 	s.log.Info("sidecar serving", "addr", s.Addr())
 	return nil
 }
@@ -103,6 +122,17 @@ func (s *Server) Addr() string {
 	}
 	return s.lis.Addr().String()
 }
+
+// sessionAddr is the framed session port's address, if it has one.
+func (s *Server) sessionAddr() string {
+	if s.framedLis == nil {
+		return ""
+	}
+	return s.framedLis.Addr().String()
+}
+
+// SessionAddr is the framed session port's address ("" without one).
+func (s *Server) SessionAddr() string { return s.sessionAddr() }
 
 func (s *Server) advertised() string {
 	if s.cfg.AdvertiseAddr != "" {
@@ -122,6 +152,9 @@ func (s *Server) Stop(ctx context.Context) {
 	close(s.stopping)
 	if s.cancel != nil {
 		s.cancel()
+	}
+	if s.framedLis != nil {
+		s.framedLis.Close()
 	}
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
@@ -167,6 +200,7 @@ func (s *Server) record(role string) store.Record {
 		Zone:         s.cfg.Zone,
 		PostgresAddr: s.cfg.PostgresAddr,
 		GRPCAddr:     s.advertised(),
+		SessionAddr:  s.sessionAddr(),
 	}
 }
 

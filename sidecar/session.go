@@ -16,7 +16,7 @@ import (
 type session struct {
 	srv    *Server
 	pool   *pool
-	stream pb.Sidecar_SessionServer
+	stream sessionStream
 	buf    []byte // scratch for answer chunks, reused across batches
 	token  string // cancel token
 
@@ -28,15 +28,28 @@ type session struct {
 	timedOut      bool // the idle-in-transaction timeout ended the session
 }
 
+// sessionStream is what a session needs of its transport: the Session
+// RPC's stream, or a framed session connection (framed.go).
+type sessionStream interface {
+	Send(*pb.SessionResponse) error
+	Recv() (*pb.SessionRequest, error)
+	Context() context.Context
+}
+
 // Session implements the Session RPC.
 func (s *Server) Session(stream pb.Sidecar_SessionServer) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return err
 	}
-	open := first.GetOpen()
+	return statusError(s.serveSession(stream, first.GetOpen()))
+}
+
+// serveSession runs one session until its client ends it. The error, if
+// any, carries a SQLSTATE.
+func (s *Server) serveSession(stream sessionStream, open *pb.Open) error {
 	if open == nil || open.Database == "" || open.User == "" {
-		return statusError(pgerr.New(pgerr.ProtocolViolation, "a session must open with a database and a user"))
+		return pgerr.New(pgerr.ProtocolViolation, "a session must open with a database and a user")
 	}
 	sess := &session{srv: s, pool: s.pools.pool(open.Database, open.User), stream: stream, buf: make([]byte, 0, chunkSize+8<<10), token: open.CancelToken}
 	defer sess.end()
@@ -47,7 +60,7 @@ func (s *Server) Session(stream pb.Sidecar_SessionServer) error {
 		}
 		batch := req.GetBatch()
 		if batch == nil {
-			return statusError(pgerr.New(pgerr.ProtocolViolation, "expected a batch"))
+			return pgerr.New(pgerr.ProtocolViolation, "expected a batch")
 		}
 		if err := sess.batch(stream.Context(), batch); err != nil {
 			return err
@@ -79,7 +92,7 @@ func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
 	if timedOut {
 		msg := appendErrorResponse(nil, "FATAL", "25P03", "terminating connection due to idle-in-transaction timeout")
 		sess.stream.Send(&pb.SessionResponse{Backend: msg, Done: true, TxStatus: pb.TxStatus_IDLE})
-		return statusError(pgerr.New("25P03", "session ended by the idle-in-transaction timeout"))
+		return pgerr.New("25P03", "session ended by the idle-in-transaction timeout")
 	}
 
 	ending, err := frontendEnding(req.Frontend)

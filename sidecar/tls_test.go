@@ -55,7 +55,7 @@ func TestTLS(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile, roots := selfSigned(t)
 	srv, err := sidecar.New(sidecar.Config{
-		ShardUID: "shard-0", InstanceID: "tls", ListenAddr: "127.0.0.1:0", Secret: secret, Manager: shared,
+		ShardUID: "shard-0", InstanceID: "tls", ListenAddr: "127.0.0.1:0", SessionListenAddr: "127.0.0.1:0", Secret: secret, Manager: shared,
 		TLSCertFile: certFile, TLSKeyFile: keyFile,
 	})
 	if err != nil {
@@ -82,5 +82,17 @@ func TestTLS(t *testing.T) {
 	defer cancel2()
 	if _, err := plain.Status(short, &pb.StatusRequest{}); err == nil {
 		t.Fatal("a plaintext client reached a TLS sidecar")
+	}
+	// The framed session port speaks TLS too.
+	s, err := sidecar.DialSession(ctx, srv.SessionAddr(), sidecar.DialOptions{Secret: secret, TLS: &tls.Config{RootCAs: roots}}, "postgres", "postgres", "")
+	if err != nil {
+		t.Fatalf("framed session over TLS: %v", err)
+	}
+	defer s.Close()
+	if got := query(t, s, pb.Mode_STATEMENT, "SELECT 'tls'").one(t); got != "tls" {
+		t.Fatal(got)
+	}
+	if _, err := sidecar.DialSession(short, srv.SessionAddr(), sidecar.DialOptions{Secret: secret}, "postgres", "postgres", ""); err == nil {
+		t.Fatal("a plaintext client opened a session on a TLS sidecar")
 	}
 }

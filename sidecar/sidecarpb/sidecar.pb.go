@@ -477,7 +477,11 @@ type SessionResponse struct {
 	TxStatus TxStatus `protobuf:"varint,3,opt,name=tx_status,json=txStatus,proto3,enum=tessera.sidecar.v1.TxStatus" json:"tx_status,omitempty"`
 	// With done: the batch ended with COPY FROM STDIN waiting for data
 	// (CopyInResponse), not with ReadyForQuery.
-	CopyIn        bool `protobuf:"varint,4,opt,name=copy_in,json=copyIn,proto3" json:"copy_in,omitempty"`
+	CopyIn bool `protobuf:"varint,4,opt,name=copy_in,json=copyIn,proto3" json:"copy_in,omitempty"`
+	// On the framed session connection only (see SessionHello): the session
+	// ended with this error, as a gRPC status would say.
+	ErrorCode     string `protobuf:"bytes,5,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,6,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -540,6 +544,132 @@ func (x *SessionResponse) GetCopyIn() bool {
 	return false
 }
 
+func (x *SessionResponse) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *SessionResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+// SessionHello opens a session on the sidecar's framed session port, a
+// lighter path than the Session RPC for the hot loop: each frame is a
+// 4-byte big-endian length and one protobuf message. The client sends
+// SessionHello, the sidecar answers SessionHelloReply, then the client
+// sends SessionRequest frames (batches) and reads SessionResponse frames,
+// with the same meaning as on the Session stream.
+type SessionHello struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// secret is the cluster credential.
+	Secret        string `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	Open          *Open  `protobuf:"bytes,2,opt,name=open,proto3" json:"open,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionHello) Reset() {
+	*x = SessionHello{}
+	mi := &file_sidecar_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionHello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionHello) ProtoMessage() {}
+
+func (x *SessionHello) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionHello.ProtoReflect.Descriptor instead.
+func (*SessionHello) Descriptor() ([]byte, []int) {
+	return file_sidecar_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SessionHello) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *SessionHello) GetOpen() *Open {
+	if x != nil {
+		return x.Open
+	}
+	return nil
+}
+
+type SessionHelloReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// error_code is empty on success, else the SQLSTATE of the refusal.
+	ErrorCode     string `protobuf:"bytes,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionHelloReply) Reset() {
+	*x = SessionHelloReply{}
+	mi := &file_sidecar_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionHelloReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionHelloReply) ProtoMessage() {}
+
+func (x *SessionHelloReply) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionHelloReply.ProtoReflect.Descriptor instead.
+func (*SessionHelloReply) Descriptor() ([]byte, []int) {
+	return file_sidecar_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SessionHelloReply) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *SessionHelloReply) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -548,7 +678,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_sidecar_proto_msgTypes[6]
+	mi := &file_sidecar_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +690,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[6]
+	mi := &file_sidecar_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +703,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{6}
+	return file_sidecar_proto_rawDescGZIP(), []int{8}
 }
 
 type HealthStatus struct {
@@ -603,7 +733,7 @@ type HealthStatus struct {
 
 func (x *HealthStatus) Reset() {
 	*x = HealthStatus{}
-	mi := &file_sidecar_proto_msgTypes[7]
+	mi := &file_sidecar_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +745,7 @@ func (x *HealthStatus) String() string {
 func (*HealthStatus) ProtoMessage() {}
 
 func (x *HealthStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[7]
+	mi := &file_sidecar_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +758,7 @@ func (x *HealthStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthStatus.ProtoReflect.Descriptor instead.
 func (*HealthStatus) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{7}
+	return file_sidecar_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HealthStatus) GetInstanceId() string {
@@ -751,7 +881,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_sidecar_proto_msgTypes[8]
+	mi := &file_sidecar_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +893,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[8]
+	mi := &file_sidecar_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +906,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{8}
+	return file_sidecar_proto_rawDescGZIP(), []int{10}
 }
 
 type InstanceStatus struct {
@@ -791,7 +921,7 @@ type InstanceStatus struct {
 
 func (x *InstanceStatus) Reset() {
 	*x = InstanceStatus{}
-	mi := &file_sidecar_proto_msgTypes[9]
+	mi := &file_sidecar_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +933,7 @@ func (x *InstanceStatus) String() string {
 func (*InstanceStatus) ProtoMessage() {}
 
 func (x *InstanceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[9]
+	mi := &file_sidecar_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +946,7 @@ func (x *InstanceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceStatus.ProtoReflect.Descriptor instead.
 func (*InstanceStatus) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{9}
+	return file_sidecar_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InstanceStatus) GetHealth() *HealthStatus {
@@ -860,7 +990,7 @@ type ReplicaStatus struct {
 
 func (x *ReplicaStatus) Reset() {
 	*x = ReplicaStatus{}
-	mi := &file_sidecar_proto_msgTypes[10]
+	mi := &file_sidecar_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1002,7 @@ func (x *ReplicaStatus) String() string {
 func (*ReplicaStatus) ProtoMessage() {}
 
 func (x *ReplicaStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[10]
+	mi := &file_sidecar_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1015,7 @@ func (x *ReplicaStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatus.ProtoReflect.Descriptor instead.
 func (*ReplicaStatus) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{10}
+	return file_sidecar_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplicaStatus) GetApplicationName() string {
@@ -931,7 +1061,7 @@ type PromoteRequest struct {
 
 func (x *PromoteRequest) Reset() {
 	*x = PromoteRequest{}
-	mi := &file_sidecar_proto_msgTypes[11]
+	mi := &file_sidecar_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1073,7 @@ func (x *PromoteRequest) String() string {
 func (*PromoteRequest) ProtoMessage() {}
 
 func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[11]
+	mi := &file_sidecar_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1086,7 @@ func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteRequest.ProtoReflect.Descriptor instead.
 func (*PromoteRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{11}
+	return file_sidecar_proto_rawDescGZIP(), []int{13}
 }
 
 type FenceRequest struct {
@@ -967,7 +1097,7 @@ type FenceRequest struct {
 
 func (x *FenceRequest) Reset() {
 	*x = FenceRequest{}
-	mi := &file_sidecar_proto_msgTypes[12]
+	mi := &file_sidecar_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1109,7 @@ func (x *FenceRequest) String() string {
 func (*FenceRequest) ProtoMessage() {}
 
 func (x *FenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[12]
+	mi := &file_sidecar_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1122,7 @@ func (x *FenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceRequest.ProtoReflect.Descriptor instead.
 func (*FenceRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{12}
+	return file_sidecar_proto_rawDescGZIP(), []int{14}
 }
 
 type UnfenceRequest struct {
@@ -1003,7 +1133,7 @@ type UnfenceRequest struct {
 
 func (x *UnfenceRequest) Reset() {
 	*x = UnfenceRequest{}
-	mi := &file_sidecar_proto_msgTypes[13]
+	mi := &file_sidecar_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1145,7 @@ func (x *UnfenceRequest) String() string {
 func (*UnfenceRequest) ProtoMessage() {}
 
 func (x *UnfenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[13]
+	mi := &file_sidecar_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1158,7 @@ func (x *UnfenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceRequest.ProtoReflect.Descriptor instead.
 func (*UnfenceRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{13}
+	return file_sidecar_proto_rawDescGZIP(), []int{15}
 }
 
 type SetSynchronousStandbysRequest struct {
@@ -1041,7 +1171,7 @@ type SetSynchronousStandbysRequest struct {
 
 func (x *SetSynchronousStandbysRequest) Reset() {
 	*x = SetSynchronousStandbysRequest{}
-	mi := &file_sidecar_proto_msgTypes[14]
+	mi := &file_sidecar_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1183,7 @@ func (x *SetSynchronousStandbysRequest) String() string {
 func (*SetSynchronousStandbysRequest) ProtoMessage() {}
 
 func (x *SetSynchronousStandbysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[14]
+	mi := &file_sidecar_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1196,7 @@ func (x *SetSynchronousStandbysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSynchronousStandbysRequest.ProtoReflect.Descriptor instead.
 func (*SetSynchronousStandbysRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{14}
+	return file_sidecar_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetSynchronousStandbysRequest) GetNames() string {
@@ -1086,7 +1216,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_sidecar_proto_msgTypes[15]
+	mi := &file_sidecar_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1228,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[15]
+	mi := &file_sidecar_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1241,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{15}
+	return file_sidecar_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Endpoint) GetHost() string {
@@ -1137,7 +1267,7 @@ type FollowPrimaryRequest struct {
 
 func (x *FollowPrimaryRequest) Reset() {
 	*x = FollowPrimaryRequest{}
-	mi := &file_sidecar_proto_msgTypes[16]
+	mi := &file_sidecar_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1279,7 @@ func (x *FollowPrimaryRequest) String() string {
 func (*FollowPrimaryRequest) ProtoMessage() {}
 
 func (x *FollowPrimaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[16]
+	mi := &file_sidecar_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1292,7 @@ func (x *FollowPrimaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowPrimaryRequest.ProtoReflect.Descriptor instead.
 func (*FollowPrimaryRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{16}
+	return file_sidecar_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FollowPrimaryRequest) GetPrimary() *Endpoint {
@@ -1181,7 +1311,7 @@ type RewindRequest struct {
 
 func (x *RewindRequest) Reset() {
 	*x = RewindRequest{}
-	mi := &file_sidecar_proto_msgTypes[17]
+	mi := &file_sidecar_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1323,7 @@ func (x *RewindRequest) String() string {
 func (*RewindRequest) ProtoMessage() {}
 
 func (x *RewindRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[17]
+	mi := &file_sidecar_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1336,7 @@ func (x *RewindRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindRequest.ProtoReflect.Descriptor instead.
 func (*RewindRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{17}
+	return file_sidecar_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RewindRequest) GetPrimary() *Endpoint {
@@ -1225,7 +1355,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_sidecar_proto_msgTypes[18]
+	mi := &file_sidecar_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1367,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[18]
+	mi := &file_sidecar_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1380,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{18}
+	return file_sidecar_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelRequest) GetCancelToken() string {
@@ -1270,7 +1400,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_sidecar_proto_msgTypes[19]
+	mi := &file_sidecar_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1412,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_proto_msgTypes[19]
+	mi := &file_sidecar_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1425,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_proto_rawDescGZIP(), []int{19}
+	return file_sidecar_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelResponse) GetCanceled() bool {
@@ -1330,12 +1460,22 @@ const file_sidecar_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1d\n" +
 	"\n" +
-	"param_oids\x18\x03 \x03(\rR\tparamOids\"\x93\x01\n" +
+	"param_oids\x18\x03 \x03(\rR\tparamOids\"\xd7\x01\n" +
 	"\x0fSessionResponse\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\fR\abackend\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\bR\x04done\x129\n" +
 	"\ttx_status\x18\x03 \x01(\x0e2\x1c.tessera.sidecar.v1.TxStatusR\btxStatus\x12\x17\n" +
-	"\acopy_in\x18\x04 \x01(\bR\x06copyIn\"\x0f\n" +
+	"\acopy_in\x18\x04 \x01(\bR\x06copyIn\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x05 \x01(\tR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"T\n" +
+	"\fSessionHello\x12\x16\n" +
+	"\x06secret\x18\x01 \x01(\tR\x06secret\x12,\n" +
+	"\x04open\x18\x02 \x01(\v2\x18.tessera.sidecar.v1.OpenR\x04open\"W\n" +
+	"\x11SessionHelloReply\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\tR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\x0f\n" +
 	"\rHealthRequest\"\xef\x03\n" +
 	"\fHealthStatus\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
@@ -1425,7 +1565,7 @@ func file_sidecar_proto_rawDescGZIP() []byte {
 }
 
 var file_sidecar_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_sidecar_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_sidecar_proto_goTypes = []any{
 	(Mode)(0),                             // 0: tessera.sidecar.v1.Mode
 	(TxStatus)(0),                         // 1: tessera.sidecar.v1.TxStatus
@@ -1435,20 +1575,22 @@ var file_sidecar_proto_goTypes = []any{
 	(*Setting)(nil),                       // 5: tessera.sidecar.v1.Setting
 	(*PreparedStatement)(nil),             // 6: tessera.sidecar.v1.PreparedStatement
 	(*SessionResponse)(nil),               // 7: tessera.sidecar.v1.SessionResponse
-	(*HealthRequest)(nil),                 // 8: tessera.sidecar.v1.HealthRequest
-	(*HealthStatus)(nil),                  // 9: tessera.sidecar.v1.HealthStatus
-	(*StatusRequest)(nil),                 // 10: tessera.sidecar.v1.StatusRequest
-	(*InstanceStatus)(nil),                // 11: tessera.sidecar.v1.InstanceStatus
-	(*ReplicaStatus)(nil),                 // 12: tessera.sidecar.v1.ReplicaStatus
-	(*PromoteRequest)(nil),                // 13: tessera.sidecar.v1.PromoteRequest
-	(*FenceRequest)(nil),                  // 14: tessera.sidecar.v1.FenceRequest
-	(*UnfenceRequest)(nil),                // 15: tessera.sidecar.v1.UnfenceRequest
-	(*SetSynchronousStandbysRequest)(nil), // 16: tessera.sidecar.v1.SetSynchronousStandbysRequest
-	(*Endpoint)(nil),                      // 17: tessera.sidecar.v1.Endpoint
-	(*FollowPrimaryRequest)(nil),          // 18: tessera.sidecar.v1.FollowPrimaryRequest
-	(*RewindRequest)(nil),                 // 19: tessera.sidecar.v1.RewindRequest
-	(*CancelRequest)(nil),                 // 20: tessera.sidecar.v1.CancelRequest
-	(*CancelResponse)(nil),                // 21: tessera.sidecar.v1.CancelResponse
+	(*SessionHello)(nil),                  // 8: tessera.sidecar.v1.SessionHello
+	(*SessionHelloReply)(nil),             // 9: tessera.sidecar.v1.SessionHelloReply
+	(*HealthRequest)(nil),                 // 10: tessera.sidecar.v1.HealthRequest
+	(*HealthStatus)(nil),                  // 11: tessera.sidecar.v1.HealthStatus
+	(*StatusRequest)(nil),                 // 12: tessera.sidecar.v1.StatusRequest
+	(*InstanceStatus)(nil),                // 13: tessera.sidecar.v1.InstanceStatus
+	(*ReplicaStatus)(nil),                 // 14: tessera.sidecar.v1.ReplicaStatus
+	(*PromoteRequest)(nil),                // 15: tessera.sidecar.v1.PromoteRequest
+	(*FenceRequest)(nil),                  // 16: tessera.sidecar.v1.FenceRequest
+	(*UnfenceRequest)(nil),                // 17: tessera.sidecar.v1.UnfenceRequest
+	(*SetSynchronousStandbysRequest)(nil), // 18: tessera.sidecar.v1.SetSynchronousStandbysRequest
+	(*Endpoint)(nil),                      // 19: tessera.sidecar.v1.Endpoint
+	(*FollowPrimaryRequest)(nil),          // 20: tessera.sidecar.v1.FollowPrimaryRequest
+	(*RewindRequest)(nil),                 // 21: tessera.sidecar.v1.RewindRequest
+	(*CancelRequest)(nil),                 // 22: tessera.sidecar.v1.CancelRequest
+	(*CancelResponse)(nil),                // 23: tessera.sidecar.v1.CancelResponse
 }
 var file_sidecar_proto_depIdxs = []int32{
 	3,  // 0: tessera.sidecar.v1.SessionRequest.open:type_name -> tessera.sidecar.v1.Open
@@ -1457,35 +1599,36 @@ var file_sidecar_proto_depIdxs = []int32{
 	5,  // 3: tessera.sidecar.v1.Batch.settings:type_name -> tessera.sidecar.v1.Setting
 	6,  // 4: tessera.sidecar.v1.Batch.prepared:type_name -> tessera.sidecar.v1.PreparedStatement
 	1,  // 5: tessera.sidecar.v1.SessionResponse.tx_status:type_name -> tessera.sidecar.v1.TxStatus
-	9,  // 6: tessera.sidecar.v1.InstanceStatus.health:type_name -> tessera.sidecar.v1.HealthStatus
-	12, // 7: tessera.sidecar.v1.InstanceStatus.replicas:type_name -> tessera.sidecar.v1.ReplicaStatus
-	17, // 8: tessera.sidecar.v1.FollowPrimaryRequest.primary:type_name -> tessera.sidecar.v1.Endpoint
-	17, // 9: tessera.sidecar.v1.RewindRequest.primary:type_name -> tessera.sidecar.v1.Endpoint
-	2,  // 10: tessera.sidecar.v1.Sidecar.Session:input_type -> tessera.sidecar.v1.SessionRequest
-	8,  // 11: tessera.sidecar.v1.Sidecar.Health:input_type -> tessera.sidecar.v1.HealthRequest
-	10, // 12: tessera.sidecar.v1.Sidecar.Status:input_type -> tessera.sidecar.v1.StatusRequest
-	13, // 13: tessera.sidecar.v1.Sidecar.Promote:input_type -> tessera.sidecar.v1.PromoteRequest
-	14, // 14: tessera.sidecar.v1.Sidecar.Fence:input_type -> tessera.sidecar.v1.FenceRequest
-	15, // 15: tessera.sidecar.v1.Sidecar.Unfence:input_type -> tessera.sidecar.v1.UnfenceRequest
-	16, // 16: tessera.sidecar.v1.Sidecar.SetSynchronousStandbys:input_type -> tessera.sidecar.v1.SetSynchronousStandbysRequest
-	18, // 17: tessera.sidecar.v1.Sidecar.FollowPrimary:input_type -> tessera.sidecar.v1.FollowPrimaryRequest
-	19, // 18: tessera.sidecar.v1.Sidecar.Rewind:input_type -> tessera.sidecar.v1.RewindRequest
-	20, // 19: tessera.sidecar.v1.Sidecar.Cancel:input_type -> tessera.sidecar.v1.CancelRequest
-	7,  // 20: tessera.sidecar.v1.Sidecar.Session:output_type -> tessera.sidecar.v1.SessionResponse
-	9,  // 21: tessera.sidecar.v1.Sidecar.Health:output_type -> tessera.sidecar.v1.HealthStatus
-	11, // 22: tessera.sidecar.v1.Sidecar.Status:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 23: tessera.sidecar.v1.Sidecar.Promote:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 24: tessera.sidecar.v1.Sidecar.Fence:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 25: tessera.sidecar.v1.Sidecar.Unfence:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 26: tessera.sidecar.v1.Sidecar.SetSynchronousStandbys:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 27: tessera.sidecar.v1.Sidecar.FollowPrimary:output_type -> tessera.sidecar.v1.InstanceStatus
-	11, // 28: tessera.sidecar.v1.Sidecar.Rewind:output_type -> tessera.sidecar.v1.InstanceStatus
-	21, // 29: tessera.sidecar.v1.Sidecar.Cancel:output_type -> tessera.sidecar.v1.CancelResponse
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	3,  // 6: tessera.sidecar.v1.SessionHello.open:type_name -> tessera.sidecar.v1.Open
+	11, // 7: tessera.sidecar.v1.InstanceStatus.health:type_name -> tessera.sidecar.v1.HealthStatus
+	14, // 8: tessera.sidecar.v1.InstanceStatus.replicas:type_name -> tessera.sidecar.v1.ReplicaStatus
+	19, // 9: tessera.sidecar.v1.FollowPrimaryRequest.primary:type_name -> tessera.sidecar.v1.Endpoint
+	19, // 10: tessera.sidecar.v1.RewindRequest.primary:type_name -> tessera.sidecar.v1.Endpoint
+	2,  // 11: tessera.sidecar.v1.Sidecar.Session:input_type -> tessera.sidecar.v1.SessionRequest
+	10, // 12: tessera.sidecar.v1.Sidecar.Health:input_type -> tessera.sidecar.v1.HealthRequest
+	12, // 13: tessera.sidecar.v1.Sidecar.Status:input_type -> tessera.sidecar.v1.StatusRequest
+	15, // 14: tessera.sidecar.v1.Sidecar.Promote:input_type -> tessera.sidecar.v1.PromoteRequest
+	16, // 15: tessera.sidecar.v1.Sidecar.Fence:input_type -> tessera.sidecar.v1.FenceRequest
+	17, // 16: tessera.sidecar.v1.Sidecar.Unfence:input_type -> tessera.sidecar.v1.UnfenceRequest
+	18, // 17: tessera.sidecar.v1.Sidecar.SetSynchronousStandbys:input_type -> tessera.sidecar.v1.SetSynchronousStandbysRequest
+	20, // 18: tessera.sidecar.v1.Sidecar.FollowPrimary:input_type -> tessera.sidecar.v1.FollowPrimaryRequest
+	21, // 19: tessera.sidecar.v1.Sidecar.Rewind:input_type -> tessera.sidecar.v1.RewindRequest
+	22, // 20: tessera.sidecar.v1.Sidecar.Cancel:input_type -> tessera.sidecar.v1.CancelRequest
+	7,  // 21: tessera.sidecar.v1.Sidecar.Session:output_type -> tessera.sidecar.v1.SessionResponse
+	11, // 22: tessera.sidecar.v1.Sidecar.Health:output_type -> tessera.sidecar.v1.HealthStatus
+	13, // 23: tessera.sidecar.v1.Sidecar.Status:output_type -> tessera.sidecar.v1.InstanceStatus
+	13, // 24: tessera.sidecar.v1.Sidecar.Promote:output_type -> tessera.sidecar.v1.InstanceStatus
+	13, // 25: tessera.sidecar.v1.Sidecar.Fence:output_type -> tessera.sidecar.v1.InstanceStatus
+	13, // 26: tessera.sidecar.v1.Sidecar.Unfence:output_type -> tessera.sidecar.v1.InstanceStatus
+	13, // 27: tessera.sidecar.v1.Sidecar.SetSynchronousStandbys:output_type -> tessera.sidecar.v1.InstanceStatus
+	13, // 28: tessera.sidecar.v1.Sidecar.FollowPrimary:output_type -> tessera.sidecar.v1.InstanceStatus
+	13, // 29: tessera.sidecar.v1.Sidecar.Rewind:output_type -> tessera.sidecar.v1.InstanceStatus
+	23, // 30: tessera.sidecar.v1.Sidecar.Cancel:output_type -> tessera.sidecar.v1.CancelResponse
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_proto_init() }
@@ -1503,7 +1646,7 @@ func file_sidecar_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_proto_rawDesc), len(file_sidecar_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

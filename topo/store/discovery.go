@@ -53,6 +53,9 @@ type Record struct {
 	PostgresAddr string `json:"postgres_addr,omitempty"`
 	// GRPCAddr is the host:port of the process's gRPC service.
 	GRPCAddr string `json:"grpc_addr,omitempty"`
+	// SessionAddr is a sidecar's framed session port, the routers' fast
+	// path for query traffic.
+	SessionAddr string `json:"session_addr,omitempty"`
 	// Addr is the process's own client-facing host:port, such as a
 	// router's Postgres protocol listener.
 	Addr    string    `json:"addr,omitempty"`

@@ -1,0 +1,202 @@
+package sidecar
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tesseradb/tessera/pgerr"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
+
+// The framed session port carries Session traffic without gRPC: each
+// frame is a 4-byte big-endian length and one protobuf message (see
+// SessionHello in sidecar.proto). A batch costs one write and one read
+// on each side, without HTTP/2 framing, flow control or the goroutine
+// handoffs of a gRPC stream; the router's hot loop uses it, and gRPC
+// keeps health and operations.
+
+// maxFrame bounds one frame.
+const maxFrame = 64 << 20
+
+// helloTimeout bounds the handshake, so a stranger cannot hold a
+// connection open without saying who it is.
+const helloTimeout = 10 * time.Second
+
+// frameConn reads and writes frames on a connection.
+type frameConn struct {
+	conn net.Conn
+	r    *bufio.Reader
+	wbuf []byte
+}
+
+func newFrameConn(c net.Conn) *frameConn {
+	return &frameConn{conn: c, r: bufio.NewReaderSize(c, 64<<10)}
+}
+
+func (f *frameConn) write(m proto.Message) error {
+	b := append(f.wbuf[:0], 0, 0, 0, 0)
+	b, err := proto.MarshalOptions{}.MarshalAppend(b, m)
+	if err != nil {
+		return err
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	f.wbuf = b
+	_, err = f.conn.Write(b)
+	return err
+}
+
+func (f *frameConn) read(m proto.Message) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d", n, maxFrame)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(f.r, buf); err != nil {
+		return err
+	}
+	return proto.Unmarshal(buf, m)
+}
+
+// serveFramed accepts framed session connections until the listener
+// closes. Each connection gets its own goroutine for its whole life.
+func (s *Server) serveFramed(lis net.Listener) {
+	for {
+		c, err := lis.Accept()
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveFramedConn(c)
+		}()
+	}
+}
+
+func (s *Server) serveFramedConn(c net.Conn) {
+	defer c.Close()
+	if s.tls != nil {
+		c = tls.Server(c, s.tls)
+	}
+	f := newFrameConn(c)
+	c.SetDeadline(time.Now().Add(helloTimeout))
+	var hello pb.SessionHello
+	if err := f.read(&hello); err != nil {
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(hello.Secret), []byte(s.cfg.Secret)) != 1 {
+		f.write(&pb.SessionHelloReply{ErrorCode: "28000", ErrorMessage: "the cluster credential is missing or wrong"})
+		return
+	}
+	if err := f.write(&pb.SessionHelloReply{}); err != nil {
+		return
+	}
+	c.SetDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Stop ends framed sessions as it ends gRPC streams.
+		select {
+		case <-s.stopping:
+			c.Close()
+		case <-ctx.Done():
+		}
+	}()
+	st := &framedServerStream{f: f, ctx: ctx}
+	if err := s.serveSession(st, hello.Open); err != nil {
+		f.write(&pb.SessionResponse{ErrorCode: pgerr.Code(err), ErrorMessage: err.Error()})
+	}
+}
+
+// framedServerStream is a framed connection seen as a sessionStream.
+type framedServerStream struct {
+	f   *frameConn
+	ctx context.Context
+}
+
+func (s *framedServerStream) Send(m *pb.SessionResponse) error { return s.f.write(m) }
+func (s *framedServerStream) Context() context.Context         { return s.ctx }
+
+func (s *framedServerStream) Recv() (*pb.SessionRequest, error) {
+	m := new(pb.SessionRequest)
+	return m, s.f.read(m)
+}
+
+// DialSession opens a session on a sidecar's framed session port.
+func DialSession(ctx context.Context, addr string, opts DialOptions, database, user, cancelToken string) (*ClientSession, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, pgerr.New("08006", "connecting to sidecar %s: %v", addr, err)
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	if opts.TLS != nil {
+		cfg := opts.TLS
+		if cfg.ServerName == "" {
+			// As gRPC does: verify the certificate against the host dialled.
+			cfg = cfg.Clone()
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		c = tls.Client(c, cfg)
+	}
+	f := newFrameConn(c)
+	c.SetDeadline(time.Now().Add(helloTimeout))
+	var reply pb.SessionHelloReply
+	err = f.write(&pb.SessionHello{Secret: opts.Secret, Open: &pb.Open{Database: database, User: user, CancelToken: cancelToken}})
+	if err == nil {
+		err = f.read(&reply)
+	}
+	if err != nil {
+		c.Close()
+		return nil, pgerr.New("08006", "opening a session on sidecar %s: %v", addr, err)
+	}
+	if reply.ErrorCode != "" {
+		c.Close()
+		return nil, &pgerr.Error{Code: reply.ErrorCode, Message: "sidecar: " + reply.ErrorMessage}
+	}
+	c.SetDeadline(time.Time{})
+	return &ClientSession{stream: &framedClientStream{f: f}, cancel: func() { c.Close() }}, nil
+}
+
+// framedClientStream is the client side of a framed session.
+type framedClientStream struct {
+	f *frameConn
+}
+
+func (s *framedClientStream) Send(m *pb.SessionRequest) error { return s.f.write(m) }
+
+func (s *framedClientStream) Recv() (*pb.SessionResponse, error) {
+	m := new(pb.SessionResponse)
+	if err := s.f.read(m); err != nil {
+		return nil, err
+	}
+	if m.ErrorCode != "" {
+		return nil, &pgerr.Error{Code: m.ErrorCode, Message: m.ErrorMessage}
+	}
+	return m, nil
+}
+
+// CloseSend tells the sidecar the session is over; it answers by closing.
+func (s *framedClientStream) CloseSend() error {
+	type closeWriter interface{ CloseWrite() error }
+	if cw, ok := s.f.conn.(closeWriter); ok {
+		return cw.CloseWrite()
+	}
+	return errors.New("connection cannot half-close")
+}
