@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/tesseradb/tessera/router"
 	"github.com/tesseradb/tessera/topo"
@@ -350,16 +349,4 @@ func trimScheme(endpoint string) string {
 		}
 	}
 	return endpoint
-}
-
-// waitFor polls cond until it holds or ctx ends.
-func waitFor(ctx context.Context, cond func() bool) error {
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
 }

@@ -57,7 +57,6 @@ type clientConn struct {
 	cancelToken string
 	runMu       sync.Mutex
 	runningOn   *backendSession
-	done        chan struct{}
 }
 
 // backendSession is the client session's stream to one instance.
@@ -79,7 +78,7 @@ func newClientConn(srv *Server, nc net.Conn) *clientConn {
 		stmts:       map[string]*prepared{},
 		portals:     map[string]string{},
 		backends:    map[string]*backendSession{},
-		done:        make(chan struct{}),
+		batch:       extBatch{group: -1},
 	}
 }
 
@@ -188,7 +187,6 @@ func (c *clientConn) close() {
 		b.sess.Close()
 	}
 	c.nc.Close()
-	close(c.done)
 }
 
 // terminate closes the client connection from another goroutine.

@@ -183,17 +183,8 @@ func (c *clientConn) everywhere(ctx context.Context, r *routed, frontend []byte,
 		}
 		if err == nil {
 			var res sidecar.Result
-			res, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared}, func(chunk []byte) error {
-				return backendMessages(chunk, func(typ byte, msg []byte) error {
-					if typ == 'E' && firstErr == nil {
-						firstErr = parseError(msg)
-					}
-					return nil
-				})
-			})
-			if err == nil {
-				c.adoptStatus(shard, res.TxStatus)
-			}
+			res, _, err = c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared})
+			c.adoptStatus(shard, res.TxStatus)
 		}
 		if err != nil && firstErr == nil {
 			firstErr = err

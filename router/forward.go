@@ -10,12 +10,11 @@ import (
 // client's transaction status may span several shards. It holds back one
 // chunk so that it knows which is the last.
 type forwarder struct {
-	c       *clientConn
-	held    []byte
-	err     error
-	scan    bool // look at message types (only when the caller needs them)
-	failed  bool // an ErrorResponse was seen (with scan)
-	copyOut bool
+	c      *clientConn
+	held   []byte
+	err    error
+	scan   bool // look at message types (only when the caller needs them)
+	failed bool // an ErrorResponse was seen (with scan)
 }
 
 func (f *forwarder) emit(chunk []byte) error {

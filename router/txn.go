@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgproto3"
-
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
@@ -71,24 +69,36 @@ func (c *clientConn) joinTx(ctx context.Context, b *backendSession) error {
 		return pgerr.New(pgerr.FeatureNotSupported,
 			"tessera.tx_mode is single: this transaction runs on shard %s and the statement needs shard %s", c.tx.shards[0], b.shard)
 	}
-	q, _ := (&pgproto3.Query{String: c.tx.begin}).Encode(nil)
-	var failure error
-	if _, err := c.run(b, &pb.Batch{Mode: pb.Mode_TRANSACTION, Frontend: q}, func(chunk []byte) error {
-		backendMessages(chunk, func(typ byte, msg []byte) error {
-			if typ == 'E' && failure == nil {
-				failure = parseError(msg)
-			}
-			return nil
-		})
-		return nil
-	}); err != nil {
+	if _, _, err := c.quiet(b, &pb.Batch{Mode: pb.Mode_TRANSACTION, Frontend: queryMessage(c.tx.begin)}); err != nil {
 		return err
-	}
-	if failure != nil {
-		return failure
 	}
 	c.tx.shards = append(c.tx.shards, b.shard)
 	return nil
+}
+
+// quiet runs a batch whose answer the client does not see. It returns how
+// the batch ended, its last CommandComplete tag, and the first error the
+// shard reported or the failure to reach it.
+func (c *clientConn) quiet(b *backendSession, batch *pb.Batch) (sidecar.Result, string, error) {
+	var first error
+	tag := ""
+	res, err := c.run(b, batch, func(chunk []byte) error {
+		return backendMessages(chunk, func(typ byte, msg []byte) error {
+			switch typ {
+			case 'E':
+				if first == nil {
+					first = parseError(msg)
+				}
+			case 'C':
+				tag = string(msg[5 : len(msg)-1])
+			}
+			return nil
+		})
+	})
+	if err == nil {
+		err = first
+	}
+	return res, tag, err
 }
 
 // endTx commits or rolls back on every shard of the transaction. With
@@ -115,7 +125,7 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 			}
 		}
 	}
-	q, _ := (&pgproto3.Query{String: sql}).Encode(nil)
+	q := queryMessage(sql)
 	var done []string
 	var firstErr error
 	tag := ""
@@ -124,19 +134,7 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 		b, err := c.session(ctx, shard, c.tx.replica)
 		if err == nil {
 			var res sidecar.Result
-			res, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte) error {
-				return backendMessages(chunk, func(typ byte, msg []byte) error {
-					switch typ {
-					case 'E':
-						if firstErr == nil {
-							firstErr = parseError(msg)
-						}
-					case 'C':
-						tag = string(msg[5 : len(msg)-1])
-					}
-					return nil
-				})
-			})
+			res, tag, err = c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q})
 			chained = chained && err == nil && res.TxStatus == pb.TxStatus_IN_TRANSACTION
 		}
 		if err != nil && firstErr == nil {
@@ -184,19 +182,8 @@ func (c *clientConn) endOthers(commit bool) error {
 	q := queryMessage(sql)
 	for _, shard := range c.tx.shards[1:] {
 		b, err := c.session(context.Background(), shard, c.tx.replica)
-		var failure error
 		if err == nil {
-			_, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte) error {
-				return backendMessages(chunk, func(typ byte, msg []byte) error {
-					if typ == 'E' && failure == nil {
-						failure = parseError(msg)
-					}
-					return nil
-				})
-			})
-		}
-		if err == nil {
-			err = failure
+			_, _, err = c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q})
 		}
 		if err != nil {
 			return fmt.Errorf("shard %s: %w", shard, err)

@@ -3,8 +3,6 @@ package sidecar
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/pgmanager"
@@ -105,14 +103,4 @@ func (s *Server) Rewind(ctx context.Context, req *pb.RewindRequest) (*pb.Instanc
 	// The pools' connections die with the restart; drop them now.
 	s.pools.closeIdle()
 	return s.operate(ctx, func(ctx context.Context) error { return s.cfg.Manager.Rewind(ctx, primary) })
-}
-
-// hostPort splits a host:port address.
-func hostPort(addr string) (string, int, error) {
-	host, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	return host, port, err
 }

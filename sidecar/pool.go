@@ -203,13 +203,6 @@ func (p *pool) maintain(ctx context.Context) {
 	}
 }
 
-// stats reports open and idle connection counts.
-func (p *pool) stats() (open, idle int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.open, len(p.idle)
-}
-
 // close closes the idle connections and refuses new checkouts; checked
 // out ones close when they come back.
 func (p *pool) close() {
