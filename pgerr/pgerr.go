@@ -23,6 +23,7 @@ const (
 	SerializationFailure         = "40001"
 	ObjectNotInPrerequisiteState = "55000"
 	InternalError                = "XX000"
+	DataCorrupted                = "XX001"
 	// ConfigFileError is what Postgres uses for a bad configuration file; a
 	// bad data topology is the same kind of problem.
 	ConfigFileError = "F0000"

@@ -10,6 +10,10 @@
 //   - discovery/<kind>/<id>: one Record per live router, sidecar or worker,
 //     attached to a lease that the process keeps alive, so the record
 //     disappears when the process dies.
+//   - shards/<shard uid>: the ShardState the control plane keeps for one
+//     shard (its primary and term, durability policy and buffering
+//     signal), updated with compare-and-swap by workflows and watched by
+//     routers and the admin.
 //
 // A document's Revision is the etcd version of its key: 1 for the first
 // write, one more for each write after, 0 when none is stored. Deleting

@@ -46,6 +46,8 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{name: "RecordExpiresWithProcess", test: testRecordExpiresWithProcess},
 		{name: "RegistrationReplacesLostLease", test: testRegistrationReplacesLostLease},
 		{name: "WatchRecords", test: testWatchRecords},
+		{name: "ShardStateUpdate", test: testShardStateUpdate},
+		{name: "WatchShardStates", test: testWatchShardStates},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
