@@ -30,7 +30,9 @@ type Config struct {
 	RoleCacheTTL time.Duration
 	// PlanCacheSize is how many statement plans are kept.
 	PlanCacheSize int
-	Logger        *slog.Logger
+	// Buffer bounds query buffering during primary changes (buffer.go).
+	Buffer BufferConfig
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -52,6 +54,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.Buffer = c.Buffer.withDefaults()
 	return c
 }
 
@@ -71,6 +74,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxMessageSize < 1<<16 {
 		errs = append(errs, errors.New("the message size limit must be at least 64 KiB"))
+	}
+	if err := c.Buffer.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

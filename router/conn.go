@@ -64,6 +64,7 @@ type backendSession struct {
 	shard string
 	inst  *instance
 	sess  *sidecar.ClientSession
+	gen   uint64 // shards.gen when inst was last confirmed as the pick
 }
 
 func newClientConn(srv *Server, nc net.Conn) *clientConn {
@@ -239,13 +240,25 @@ func (c *clientConn) session(ctx context.Context, shard string, replica bool) (*
 	if replica {
 		key += "\x00replica"
 	}
-	if b := c.backends[key]; b != nil {
+	gen := c.srv.shards.gen.Load()
+	b := c.backends[key]
+	if b != nil && (b.gen == gen || c.tx.has(shard)) {
 		return b, nil
 	}
 	in, err := c.srv.shards.pick(shard, replica)
 	if err != nil {
 		return nil, err
 	}
+	if b != nil {
+		if b.inst == in {
+			b.gen = gen
+			return b, nil
+		}
+		// The primary moved (or the replica went): what this session held
+		// on the old instance is gone with it.
+		c.dropSession(b)
+	}
+
 	var sess *sidecar.ClientSession
 	if in.rec.SessionAddr != "" {
 		// The framed session port: the hot path without gRPC.
@@ -256,7 +269,7 @@ func (c *clientConn) session(ctx context.Context, shard string, replica bool) (*
 	if err != nil {
 		return nil, err
 	}
-	b := &backendSession{shard: shard, inst: in, sess: sess}
+	b = &backendSession{shard: shard, inst: in, sess: sess, gen: gen}
 	c.backends[key] = b
 	return b, nil
 }

@@ -68,45 +68,72 @@ func (c *clientConn) failTx() {
 	}
 }
 
-// one runs a statement on one shard.
+// one runs a statement on one shard. A statement that no transaction
+// holds on that shard may wait in the buffer while the shard's primary
+// changes, and run again once it is back (buffer.go).
 func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
 	replica := c.settings.replica()
-	b, err := c.session(ctx, shard, replica)
-	if err == nil {
-		err = c.joinTx(ctx, b)
-	}
-	if err != nil {
-		c.out = appendError(c.out, "ERROR", err)
-		c.failTx()
-		return true, nil
-	}
-	mode := pb.Mode_STATEMENT
-	if r.sessionState {
-		c.sessionPinned = true
-	}
-	if c.sessionPinned {
-		mode = pb.Mode_SESSION
-	}
-	f := forwarder{c: c, scan: scan}
-	res, err := c.run(b, &pb.Batch{Mode: mode, Frontend: frontend, Prepared: prepared}, f.emit)
-	if err != nil {
-		if f.err != nil {
-			return true, f.err
+	bufferable := !replica && c.srv.buffers != nil && !c.tx.has(shard)
+	var t ticket
+	for {
+		if bufferable {
+			if err := c.srv.buffers.hold(ctx, shard, &t); err != nil {
+				c.out = appendError(c.out, "ERROR", err)
+				c.failTx()
+				return true, nil
+			}
 		}
-		f.finish(true)
-		c.out = appendError(c.out, "ERROR", fmt.Errorf("shard %s: %w", shard, err))
-		c.failTx()
-		return true, nil
+		b, err := c.session(ctx, shard, replica)
+		if err == nil {
+			err = c.joinTx(ctx, b)
+		}
+		if err == nil && !replica && !r.readOnly && b.inst.diskLow() {
+			err = pgerr.New("53100", "shard %s is low on disk: it refuses writes until its disk is resized", shard)
+		}
+		if err != nil {
+			// Nothing reached Postgres: the sidecar or the primary is
+			// missing, which is what a failover looks like from here.
+			if code := pgerr.Code(err); bufferable && (code == "08006" || qualifies(code)) && c.srv.buffers.failed(shard, &t) {
+				continue
+			}
+			c.out = appendError(c.out, "ERROR", err)
+			c.failTx()
+			return true, nil
+		}
+		mode := pb.Mode_STATEMENT
+		if r.sessionState {
+			c.sessionPinned = true
+		}
+		if c.sessionPinned {
+			mode = pb.Mode_SESSION
+		}
+		f := forwarder{c: c, scan: scan}
+		res, err := c.run(b, &pb.Batch{Mode: mode, Frontend: frontend, Prepared: prepared}, f.emit)
+		if err != nil {
+			if f.err != nil {
+				return true, f.err
+			}
+			f.finish(true)
+			c.out = appendError(c.out, "ERROR", fmt.Errorf("shard %s: %w", shard, err))
+			c.failTx()
+			return true, nil
+		}
+		if bufferable && f.unwritten() && res.TxStatus != pb.TxStatus_IN_TRANSACTION && qualifies(firstErrorCode(f.held)) && c.srv.buffers.failed(shard, &t) {
+			// The primary refused before running anything; the answer is
+			// dropped and the statement waits for the next primary.
+			c.dropSession(b)
+			continue
+		}
+		if err := f.finish(res.CopyIn); err != nil {
+			return true, err
+		}
+		if res.CopyIn {
+			c.copyIn = b
+			return false, nil
+		}
+		c.adoptStatus(b.shard, res.TxStatus)
+		return f.failed || res.TxStatus == pb.TxStatus_FAILED, nil
 	}
-	if err := f.finish(res.CopyIn); err != nil {
-		return true, err
-	}
-	if res.CopyIn {
-		c.copyIn = b
-		return false, nil
-	}
-	c.adoptStatus(b.shard, res.TxStatus)
-	return f.failed || res.TxStatus == pb.TxStatus_FAILED, nil
 }
 
 // adoptStatus follows a transaction a shard reports that the router did

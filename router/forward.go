@@ -1,17 +1,24 @@
 package router
 
 import (
+	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/tesseradb/tessera/pgwire"
 )
+
+// errStopWalk ends a walk over messages early.
+var errStopWalk = errors.New("stop")
 
 // forwarder passes a single shard's answer to the client untouched, except
 // for the final ReadyForQuery, which the router writes itself because the
 // client's transaction status may span several shards. It holds back one
 // chunk so that it knows which is the last.
 type forwarder struct {
-	c      *clientConn
-	held   []byte
+	c       *clientConn
+	held    []byte
+	written bool // a chunk went to the client
 	err    error
 	scan   bool // look at message types (only when the caller needs them)
 	failed bool // an ErrorResponse was seen (with scan)
@@ -19,6 +26,7 @@ type forwarder struct {
 
 func (f *forwarder) emit(chunk []byte) error {
 	if f.held != nil {
+		f.written = true
 		if err := f.c.write(f.held); err != nil {
 			f.err = err
 			return err
@@ -34,6 +42,27 @@ func (f *forwarder) emit(chunk []byte) error {
 	}
 	f.held = chunk
 	return nil
+}
+
+// unwritten reports whether the whole answer is still held: nothing has
+// gone to the client yet.
+func (f *forwarder) unwritten() bool { return !f.written }
+
+// firstErrorCode returns the SQLSTATE of the answer's first message when
+// that message, past the acknowledgements of Parse and Bind, is an
+// ErrorResponse; otherwise "". Such an answer proves nothing ran.
+func firstErrorCode(answer []byte) string {
+	code := ""
+	backendMessages(answer, func(typ byte, msg []byte) error {
+		switch typ {
+		case '1', '2': // ParseComplete, BindComplete
+			return nil
+		case 'E':
+			code = pgwire.ParseError(msg).Code
+		}
+		return errStopWalk
+	})
+	return code
 }
 
 // finish writes the last chunk without its ReadyForQuery (absent when the

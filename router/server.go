@@ -29,6 +29,7 @@ type Server struct {
 	lis     net.Listener
 	topo    *store.Watcher
 	shards  *shards
+	buffers *buffers // nil when buffering is disabled
 	roles   roleCache
 	planner *planner.Planner
 	schema  *schemaCache
@@ -67,6 +68,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, pgerr.New(pgerr.ConfigFileError, "router TLS: %v", err)
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if !cfg.Buffer.Disabled {
+		s.buffers = newBuffers(cfg.Buffer, s.shards)
 	}
 	s.roles = roleCache{ttl: cfg.RoleCacheTTL, fetch: s.fetchRoles}
 	s.schema = newSchemaCache(s)

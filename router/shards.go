@@ -5,52 +5,105 @@ import (
 	"crypto/tls"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/sidecar"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 	"github.com/tesseradb/tessera/topo/store"
 )
 
 // shards knows the sidecars of every shard, from the service-discovery
-// records in the topology service, and keeps one gRPC connection to each.
+// records in the topology service, keeps one gRPC connection and one
+// health stream to each, and follows the control plane's shard states,
+// which name each shard's primary.
 type shards struct {
 	secret string
 	tls    *tls.Config
 
 	mu        sync.RWMutex
-	instances map[string]*instance // by instance id
-	ready     chan struct{}        // closed once the first list arrived
+	instances map[string]*instance         // by instance id
+	states    map[string]store.ShardState // by shard uid
+	ready     chan struct{}                // closed once the first list arrived
 	once      sync.Once
+
+	// gen changes whenever the instances or the shard states change, so
+	// a client session can tell cheaply whether the backend it holds may
+	// no longer be the right one.
+	gen atomic.Uint64
+	// anyBuffering: some shard state carries a buffer signal.
+	anyBuffering atomic.Bool
+	// changed is closed and replaced at every change, waking statements
+	// buffered for a new primary.
+	changedMu sync.Mutex
+	changed   chan struct{}
 }
 
 // instance is one sidecar the router can reach.
 type instance struct {
 	rec    store.Record
 	client *sidecar.Client
+	stop   context.CancelFunc // ends the health stream
+	health atomic.Pointer[pb.HealthStatus]
 }
 
 func newShards(secret string, tlsConfig *tls.Config) *shards {
-	return &shards{secret: secret, tls: tlsConfig, instances: map[string]*instance{}, ready: make(chan struct{})}
+	return &shards{secret: secret, tls: tlsConfig, instances: map[string]*instance{}, states: map[string]store.ShardState{},
+		ready: make(chan struct{}), changed: make(chan struct{})}
 }
 
-// follow keeps the instance list current until ctx ends.
+// follow keeps the instance list and shard states current until ctx ends.
 func (s *shards) follow(ctx context.Context, st *store.Store) error {
 	updates, err := st.WatchRecords(ctx, store.KindSidecar)
 	if err != nil {
 		return err
 	}
+	states, err := st.WatchShardStates(ctx)
+	if err != nil {
+		return err
+	}
 	go func() {
 		for recs := range updates {
-			s.update(recs)
+			s.update(ctx, recs)
 		}
 		s.closeAll()
+	}()
+	go func() {
+		for list := range states {
+			s.mu.Lock()
+			clear(s.states)
+			signal := false
+			for _, st := range list {
+				s.states[st.Shard] = st
+				signal = signal || st.Buffer != nil
+			}
+			s.anyBuffering.Store(signal)
+			s.mu.Unlock()
+			s.bump()
+		}
 	}()
 	return nil
 }
 
-func (s *shards) update(recs []store.Record) {
+// bump records a change and wakes whoever waits for one.
+func (s *shards) bump() {
+	s.gen.Add(1)
+	s.changedMu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.changedMu.Unlock()
+}
+
+// changes returns a channel closed at the next change.
+func (s *shards) changes() <-chan struct{} {
+	s.changedMu.Lock()
+	defer s.changedMu.Unlock()
+	return s.changed
+}
+
+func (s *shards) update(ctx context.Context, recs []store.Record) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	seen := map[string]bool{}
 	for _, rec := range recs {
 		seen[rec.InstanceID] = true
@@ -60,21 +113,63 @@ func (s *shards) update(recs []store.Record) {
 			continue
 		}
 		if cur != nil {
-			cur.client.Close()
+			cur.close()
 		}
 		client, err := sidecar.Dial(rec.GRPCAddr, s.dialOptions())
 		if err != nil {
 			continue
 		}
-		s.instances[rec.InstanceID] = &instance{rec: rec, client: client}
+		in := &instance{rec: rec, client: client}
+		hctx, stop := context.WithCancel(ctx)
+		in.stop = stop
+		go in.watchHealth(hctx, s.bump)
+		s.instances[rec.InstanceID] = in
 	}
 	for id, in := range s.instances {
 		if !seen[id] {
-			in.client.Close()
+			in.close()
 			delete(s.instances, id)
 		}
 	}
+	s.mu.Unlock()
+	s.bump()
 	s.once.Do(func() { close(s.ready) })
+}
+
+func (in *instance) close() {
+	in.stop()
+	in.client.Close()
+}
+
+// watchHealth keeps in.health current from the sidecar's health stream,
+// calling changed when serving or writability flips. While the stream is
+// broken the instance counts as unhealthy.
+func (in *instance) watchHealth(ctx context.Context, changed func()) {
+	for ctx.Err() == nil {
+		stream, err := in.client.Health(ctx, &pb.HealthRequest{})
+		for err == nil {
+			var h *pb.HealthStatus
+			if h, err = stream.Recv(); err == nil {
+				prev := in.health.Swap(h)
+				if prev == nil || prev.Serving != h.Serving || prev.Writable != h.Writable || prev.DiskLow != h.DiskLow {
+					changed()
+				}
+			}
+		}
+		if prev := in.health.Swap(&pb.HealthStatus{Error: "health stream: " + err.Error()}); prev == nil || prev.Serving {
+			changed()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// diskLow reports whether the instance last said its disk is low.
+func (in *instance) diskLow() bool {
+	h := in.health.Load()
+	return h != nil && h.DiskLow
 }
 
 func (s *shards) dialOptions() sidecar.DialOptions {
@@ -85,22 +180,45 @@ func (s *shards) closeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, in := range s.instances {
-		in.client.Close()
+		in.close()
 		delete(s.instances, id)
 	}
 }
 
+// state returns the shard's control-plane state, if one is stored.
+func (s *shards) state(shard string) (store.ShardState, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.states[shard]
+	return st, ok
+}
+
 // pick returns the shard's primary, or a replica when replica is set.
-// Reads sent to replicas never fall back to the primary.
+// The primary is the one the shard state names; only when none is stored
+// (a cluster no control plane has touched yet) does an instance's own
+// word count. Reads sent to replicas never fall back to the primary and
+// prefer replicas that are serving.
 func (s *shards) pick(shard string, replica bool) (*instance, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	st, recorded := s.states[shard]
+	recorded = recorded && st.Primary != ""
+	if !replica && recorded {
+		if in := s.instances[st.Primary]; in != nil && in.rec.ShardUID == shard {
+			return in, nil
+		}
+		return nil, pgerr.New("08006", "shard %s: its primary %s is unavailable", shard, st.Primary)
+	}
 	var candidates []*instance
 	for _, in := range s.instances {
 		if in.rec.ShardUID != shard {
 			continue
 		}
-		if (in.rec.Role == store.RolePrimary) != replica {
+		isPrimary := in.rec.Role == store.RolePrimary
+		if recorded {
+			isPrimary = in.rec.InstanceID == st.Primary
+		}
+		if isPrimary != replica {
 			candidates = append(candidates, in)
 		}
 	}
@@ -111,6 +229,17 @@ func (s *shards) pick(shard string, replica bool) (*instance, error) {
 		}
 		return nil, pgerr.New("08006", "shard %s has no %s available", shard, role)
 	}
-	sort.Slice(candidates, func(i, j int) bool { return candidates[i].rec.InstanceID < candidates[j].rec.InstanceID })
+	sort.Slice(candidates, func(i, j int) bool {
+		si, sj := candidates[i].serving(), candidates[j].serving()
+		if si != sj {
+			return si
+		}
+		return candidates[i].rec.InstanceID < candidates[j].rec.InstanceID
+	})
 	return candidates[0], nil
+}
+
+func (in *instance) serving() bool {
+	h := in.health.Load()
+	return h != nil && h.Serving
 }
