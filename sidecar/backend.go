@@ -55,7 +55,9 @@ func dialBackend(ctx context.Context, connString string, lifetime time.Duration)
 		if errors.As(err, &pe) {
 			return nil, &pgerr.Error{Code: pe.Code, Message: pe.Message}
 		}
-		return nil, pgerr.New("08006", "connecting to postgres: %v", err)
+		// 08001: the statement never reached Postgres, so a router may
+		// safely run it again once the instance (or a new primary) is back.
+		return nil, pgerr.New("08001", "connecting to postgres: %v", err)
 	}
 	h, err := conn.Hijack()
 	if err != nil {
@@ -95,6 +97,10 @@ func (b *backend) alive() bool {
 	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
+// errNotSent: the batch could not be written to a pooled connection that
+// had died; it never reached Postgres.
+var errNotSent = errors.New("the connection died before the batch was sent")
+
 // answer receives a batch's answer in chunks.
 type answer func(chunk []byte, done bool, txStatus byte, copyIn bool) error
 
@@ -108,9 +114,18 @@ type answer func(chunk []byte, done bool, txStatus byte, copyIn bool) error
 //
 // It returns the scratch buffer (grown, perhaps) for reuse and how many
 // ParseComplete messages it stripped.
-func (b *backend) exchange(frontend []byte, strip int, buf []byte, emit answer) ([]byte, int, error) {
+//
+// With resendable set, a write that fails (the connection died idle in the
+// pool, as after a restart or a fence) closes the backend and returns
+// errNotSent without answering, so the caller can send the batch on
+// another connection: nothing reached Postgres.
+func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bool, emit answer) ([]byte, int, error) {
 	stripped := 0
 	if _, err := b.conn.Write(frontend); err != nil {
+		if resendable {
+			b.close()
+			return buf[:0], 0, errNotSent
+		}
 		buf, err = b.lost(buf[:0], err, emit)
 		return buf, stripped, err
 	}

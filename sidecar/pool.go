@@ -220,3 +220,16 @@ func (p *pool) close() {
 		b.close()
 	}
 }
+
+// closeIdle closes the pool's idle connections.
+func (p *pool) closeIdle() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.open -= len(idle)
+	p.wakeOne()
+	p.mu.Unlock()
+	for _, b := range idle {
+		b.close()
+	}
+}

@@ -59,14 +59,7 @@ func (ps *pools) maintain(ctx context.Context, interval time.Duration) {
 // closeIdle closes every idle connection (before Postgres restarts).
 func (ps *pools) closeIdle() {
 	for _, p := range ps.all() {
-		p.mu.Lock()
-		idle := p.idle
-		p.idle = nil
-		p.open -= len(idle)
-		p.mu.Unlock()
-		for _, b := range idle {
-			b.close()
-		}
+		p.closeIdle()
 	}
 }
 

@@ -2,6 +2,8 @@ package sidecar
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -107,12 +109,7 @@ func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
 	}
 
 	b := sess.pinned
-	if b == nil {
-		if b, err = sess.pool.get(ctx); err != nil {
-			return sess.fail(err)
-		}
-	}
-	if sess.copyIn && ending == 'd' {
+	if sess.copyIn && ending == 'd' && b != nil {
 		// More COPY data: Postgres answers only at CopyDone or CopyFail.
 		if _, err := b.conn.Write(req.Frontend); err != nil {
 			b.close()
@@ -121,13 +118,49 @@ func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
 		}
 		return sess.stream.Send(&pb.SessionResponse{Done: true, TxStatus: pb.TxStatus_IN_TRANSACTION, CopyIn: true})
 	}
+	// A connection from the pool may have died while idle (Postgres
+	// restarted, or fencing ended its sessions); a batch that could not
+	// be sent on it goes out on a fresh one instead of failing.
+	fromPool := b == nil
+	for attempt := 0; ; attempt++ {
+		if fromPool {
+			if b, err = sess.pool.get(ctx); err != nil {
+				return sess.fail(err)
+			}
+		}
+		err := sess.send(b, req, fromPool && attempt < maxResends)
+		if errors.Is(err, errNotSent) || (fromPool && errors.Is(err, errSettingsNotSent) && attempt < maxResends) {
+			// Its idle siblings most likely died with it.
+			sess.release(b)
+			sess.pool.closeIdle()
+			continue
+		}
+		if errors.Is(err, errSettingsNotSent) {
+			sess.release(b)
+			return sess.fail(pgerr.New("08006", "lost the connection to postgres: %v", err))
+		}
+		return err
+	}
+}
 
+// maxResends bounds how often one batch moves to a fresh connection.
+const maxResends = 2
+
+// errSettingsNotSent wraps a failure to apply the session's settings.
+var errSettingsNotSent = errors.New("applying session settings")
+
+// send runs one batch on b: the session's settings first if b has others,
+// then the statements the batch needs prepared, then the batch.
+func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
 	if (len(req.Settings) > 0 || b.settings != "") && !sameSettings(b.lastSettings, req.Settings) {
 		settings := make([]setting, len(req.Settings))
 		for i, s := range req.Settings {
 			settings[i] = setting{s.Name, s.Value}
 		}
 		if err := b.applySettings(settings, settingsKey(settings)); err != nil {
+			if b.broken {
+				return fmt.Errorf("%w: %w", errSettingsNotSent, err)
+			}
 			sess.keepOrRelease(b, req.Mode, false)
 			return sess.fail(err)
 		}
@@ -152,11 +185,14 @@ func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
 	var copyIn bool
 	sess.srv.cancels.start(sess.token, b)
 	defer sess.srv.cancels.stop(sess.token)
-	buf, stripped, err := b.exchange(frontend, len(injected), sess.buf, func(chunk []byte, done bool, tx byte, ci bool) error {
+	buf, stripped, err := b.exchange(frontend, len(injected), sess.buf, resendable, func(chunk []byte, done bool, tx byte, ci bool) error {
 		copyIn = ci
 		return sess.stream.Send(&pb.SessionResponse{Backend: chunk, Done: done, TxStatus: txStatus(tx), CopyIn: ci})
 	})
 	sess.buf = buf[:0]
+	if errors.Is(err, errNotSent) {
+		return err
+	}
 	for _, ps := range injected[:stripped] {
 		b.prepared[ps.Name] = struct{}{}
 	}

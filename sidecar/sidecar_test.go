@@ -321,3 +321,24 @@ func TestCancelInterruptsTheRunningStatement(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// A pooled connection that died while idle (a restart, a fence) costs
+// the next batch nothing: it goes out on a fresh connection.
+func TestBatchResentWhenAnIdleBackendDied(t *testing.T) {
+	t.Parallel()
+	srv := startSidecar(t, shared, sidecar.PoolConfig{})
+	c := dial(t, srv)
+	killer, a := open(t, c), open(t, c)
+	query(t, killer, pb.Mode_SESSION, "SELECT 1").one(t) // pins its own backend
+	pid := query(t, a, pb.Mode_STATEMENT, "SELECT pg_backend_pid()").one(t)
+	if r := query(t, killer, pb.Mode_SESSION, "SELECT pg_terminate_backend("+pid+")"); r.one(t) != "t" {
+		t.Fatalf("terminate: %v", r)
+	}
+	time.Sleep(200 * time.Millisecond) // the backend exits and closes its socket
+	if got := query(t, a, pb.Mode_STATEMENT, "SELECT 2").one(t); got != "2" {
+		t.Fatalf("batch after its idle backend died: %q, want 2", got)
+	}
+	if got := query(t, a, pb.Mode_STATEMENT, "SELECT pg_backend_pid()").one(t); got == pid {
+		t.Fatal("the dead backend was reused")
+	}
+}
