@@ -19,9 +19,9 @@ type forwarder struct {
 	c       *clientConn
 	held    []byte
 	written bool // a chunk went to the client
-	err    error
-	scan   bool // look at message types (only when the caller needs them)
-	failed bool // an ErrorResponse was seen (with scan)
+	err     error
+	scan    bool // look at message types (only when the caller needs them)
+	failed  bool // an ErrorResponse was seen (with scan)
 }
 
 func (f *forwarder) emit(chunk []byte) error {

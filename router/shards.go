@@ -23,9 +23,9 @@ type shards struct {
 	tls    *tls.Config
 
 	mu        sync.RWMutex
-	instances map[string]*instance         // by instance id
+	instances map[string]*instance        // by instance id
 	states    map[string]store.ShardState // by shard uid
-	ready     chan struct{}                // closed once the first list arrived
+	ready     chan struct{}               // closed once the first list arrived
 	once      sync.Once
 
 	// gen changes whenever the instances or the shard states change, so
