@@ -23,6 +23,20 @@ func secondRouter(t *testing.T, buf router.BufferConfig) *pgx.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres:postgres@%s/postgres?sslmode=disable", startRouter(t, buf)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// startRouter starts another router on the package's cluster and
+// returns its address.
+func startRouter(t *testing.T, buf router.BufferConfig) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	r, err := router.New(router.Config{ListenAddr: "127.0.0.1:0", Store: cluster.Store(), Secret: cluster.Secret(), Buffer: buf})
 	if err != nil {
 		t.Fatal(err)
@@ -31,12 +45,7 @@ func secondRouter(t *testing.T, buf router.BufferConfig) *pgx.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Stop(context.Background()) })
-	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres:postgres@%s/postgres?sslmode=disable", r.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
+	return r.Addr()
 }
 
 func signal(t *testing.T, shard string, until time.Time) {

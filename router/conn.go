@@ -3,7 +3,6 @@ package router
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net"
@@ -68,18 +67,15 @@ type backendSession struct {
 }
 
 func newClientConn(srv *Server, nc net.Conn) *clientConn {
-	var token [16]byte
-	randRead(token[:])
 	return &clientConn{
-		cancelToken: hex.EncodeToString(token[:]),
-		srv:         srv,
-		nc:          nc,
-		rd:          reader{r: bufio.NewReaderSize(nc, 16<<10), max: srv.cfg.MaxMessageSize},
-		w:           bufio.NewWriterSize(nc, 32<<10),
-		stmts:       map[string]*prepared{},
-		portals:     map[string]string{},
-		backends:    map[string]*backendSession{},
-		batch:       extBatch{group: -1},
+		srv:      srv,
+		nc:       nc,
+		rd:       reader{r: bufio.NewReaderSize(nc, 16<<10), max: srv.cfg.MaxMessageSize},
+		w:        bufio.NewWriterSize(nc, 32<<10),
+		stmts:    map[string]*prepared{},
+		portals:  map[string]string{},
+		backends: map[string]*backendSession{},
+		batch:    extBatch{group: -1},
 	}
 }
 
@@ -217,6 +213,9 @@ func isDisconnect(err error) bool {
 // the authoritative shard reports them for this session), BackendKeyData
 // and ReadyForQuery.
 func (c *clientConn) sendSessionStart(ctx context.Context) error {
+	// The cancel key comes first: sessions opened from now on carry the
+	// token derived from it.
+	c.srv.register(c)
 	params, err := c.reportedParameters(ctx)
 	if err != nil {
 		return err
@@ -224,7 +223,6 @@ func (c *clientConn) sendSessionStart(ctx context.Context) error {
 	for _, p := range params {
 		c.out = appendParameterStatus(c.out, p[0], p[1])
 	}
-	c.srv.register(c)
 	var key [8]byte
 	key[0], key[1], key[2], key[3] = byte(c.pid>>24), byte(c.pid>>16), byte(c.pid>>8), byte(c.pid)
 	key[4], key[5], key[6], key[7] = byte(c.secretKey>>24), byte(c.secretKey>>16), byte(c.secretKey>>8), byte(c.secretKey)

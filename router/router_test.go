@@ -3,8 +3,11 @@ package router_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/tesseradb/tessera/router"
 	"github.com/tesseradb/tessera/topo/store"
 )
 
@@ -306,6 +310,41 @@ func TestCancel(t *testing.T) {
 	_, err := conn.Exec(ctx, "SELECT pg_sleep(10)")
 	if err == nil || time.Since(start) > 8*time.Second {
 		t.Fatalf("pg_sleep was not cancelled: %v after %s", err, time.Since(start))
+	}
+}
+
+// A CancelRequest that reaches another router than the session's (as
+// behind a load balancer) still cancels the statement.
+func TestCancelThroughAnotherRouter(t *testing.T) {
+	conn := connect(t, "postgres")
+	other := startRouter(t, router.BufferConfig{})
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := conn.Exec(context.Background(), "SELECT pg_sleep(20)")
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	req := make([]byte, 12, 16)
+	binary.BigEndian.PutUint32(req[0:], 16)
+	binary.BigEndian.PutUint32(req[4:], 80877102)
+	binary.BigEndian.PutUint32(req[8:], conn.PgConn().PID())
+	req = append(req, conn.PgConn().SecretKey()...)
+	nc, err := net.Dial("tcp", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Write(req)
+	io.Copy(io.Discard, nc) // the router closes once it has acted
+	nc.Close()
+	select {
+	case err := <-done:
+		if sqlstate(err) != "57014" {
+			t.Fatalf("pg_sleep ended with %v, want 57014", err)
+		}
+		t.Logf("cancelled after %v", time.Since(start))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the CancelRequest sent to another router did not cancel the statement")
 	}
 }
 

@@ -2,8 +2,11 @@ package router
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net"
@@ -217,19 +220,48 @@ func (s *Server) register(c *clientConn) {
 			continue
 		}
 		c.pid, c.secretKey = pid, binary.BigEndian.Uint32(b[4:])
+		c.cancelToken = s.cancelToken(c.pid, c.secretKey)
 		s.cancels[pid] = c
 		return
 	}
 }
 
+// cancelToken derives the token the sidecars know a session's running
+// statement by from its cancel key, keyed with the cluster secret, so
+// that any router can cancel a statement from the key alone.
+func (s *Server) cancelToken(pid, key uint32) string {
+	m := hmac.New(sha256.New, []byte(s.cfg.Secret))
+	var b [8]byte
+	binary.BigEndian.PutUint32(b[:4], pid)
+	binary.BigEndian.PutUint32(b[4:], key)
+	m.Write(b[:])
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
 // cancelRequest cancels what the connection with that key is running.
+// Clients send CancelRequest on a new connection, which a load balancer
+// may give to another router than the one serving the session; then the
+// statement is found by its token on whichever sidecar runs it.
 func (s *Server) cancelRequest(pid, key uint32) {
 	s.mu.Lock()
 	c := s.cancels[pid]
 	s.mu.Unlock()
 	if c != nil && c.secretKey == key {
 		c.cancelRunning()
+		return
 	}
+	token := s.cancelToken(pid, key)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, in := range s.shards.all() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.client.Cancel(ctx, &pb.CancelRequest{CancelToken: token})
+		}()
+	}
+	wg.Wait()
 }
 
 // adminQuery runs SQL as the admin user on the authoritative shard's

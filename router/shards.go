@@ -185,6 +185,17 @@ func (s *shards) closeAll() {
 	}
 }
 
+// all returns every instance known now.
+func (s *shards) all() []*instance {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*instance, 0, len(s.instances))
+	for _, in := range s.instances {
+		out = append(out, in)
+	}
+	return out
+}
+
 // state returns the shard's control-plane state, if one is stored.
 func (s *shards) state(shard string) (store.ShardState, bool) {
 	s.mu.RLock()
