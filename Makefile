@@ -2,16 +2,17 @@
 .PHONY: test build fuzz bench
 
 GO ?= go
-# dev/temporal links the Temporal server: its test binary is large and
-# slow to build, so it runs without the race detector.
-RACE_PKGS = $(shell $(GO) list ./... | grep -v /dev/temporal)
+# e2e, the only package whose tests start a Temporal server, links it:
+# its test binary is large and slow to build, so it runs without the
+# race detector.
+RACE_PKGS = $(shell $(GO) list ./... | grep -v /e2e)
 
 build:
 	$(GO) build -o bin/tessera ./cmd/tessera
 
 test:
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 10m ./dev/temporal/
+	$(GO) test -count=1 -timeout 10m ./e2e/
 
 # A short coverage-guided run of every fuzz target (their seed corpora
 # already run as ordinary tests in `make test`).

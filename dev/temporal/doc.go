@@ -12,9 +12,9 @@
 // minutes to a cold build and gigabytes to a test binary). Production
 // binaries — router, sidecar, pgmanager, worker — talk to an external
 // Temporal cluster through the SDK and must never link the server; keeping it
-// here, and nowhere else, is what guarantees that. Tests of workflows that
-// need a real server belong in this package's tests, so that only one test
-// binary pays for linking it.
+// here, and nowhere else, is what guarantees that. Every test that needs a
+// real server, this package's own included, lives in package e2e, so that
+// only one test binary pays for linking it.
 //
 // A minimal use:
 //

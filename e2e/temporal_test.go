@@ -1,4 +1,7 @@
-package temporal
+package e2e
+
+// The embedded Temporal server of `tessera dev` (dev/temporal): workflows,
+// the Web UI, resuming from its database file, ports.
 
 import (
 	"context"
@@ -22,6 +25,8 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesseradb/tessera/dev/temporal"
 )
 
 const taskQueue = "tessera-test"
@@ -37,11 +42,11 @@ func testContext(t *testing.T) context.Context {
 }
 
 // start starts a server on free ports and stops it when the test ends.
-func start(t *testing.T, cfg Config) *Server {
+func startTemporal(t *testing.T, cfg temporal.Config) *temporal.Server {
 	t.Helper()
 	cfg.FrontendPort, cfg.UIPort = -1, -1
 	began := time.Now()
-	srv, err := Start(testContext(t), cfg)
+	srv, err := temporal.Start(testContext(t), cfg)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -57,7 +62,7 @@ func start(t *testing.T, cfg Config) *Server {
 // connect returns an SDK client of srv's "default" namespace, with a worker
 // of taskQueue running the test workflows and activities, and a function
 // that stops both; the test's cleanup calls it too, before it stops srv.
-func connect(t *testing.T, srv *Server) (client.Client, func()) {
+func connectTemporal(t *testing.T, srv *temporal.Server) (client.Client, func()) {
 	t.Helper()
 	c, err := client.Dial(client.Options{
 		HostPort:  srv.FrontendAddr(),
@@ -131,8 +136,8 @@ func TestWorkflowAndUI(t *testing.T) {
 }
 
 func workflowAndUI(t *testing.T) {
-	srv := start(t, Config{})
-	c, disconnect := connect(t, srv)
+	srv := startTemporal(t, temporal.Config{})
+	c, disconnect := connectTemporal(t, srv)
 	ctx := testContext(t)
 
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "greet", TaskQueue: taskQueue}, greetWorkflow, "tessera")
@@ -221,11 +226,11 @@ func TestResumeFromDBFile(t *testing.T) {
 	}
 
 	// Second run: this process, the same file, other ports.
-	srv := start(t, Config{DBFile: db, DisableUI: true})
+	srv := startTemporal(t, temporal.Config{DBFile: db, DisableUI: true})
 	if srv.UIURL() != "" {
 		t.Errorf("UIURL() = %q with the UI disabled", srv.UIURL())
 	}
-	c, _ := connect(t, srv)
+	c, _ := connectTemporal(t, srv)
 	ctx := testContext(t)
 	if err := c.SignalWorkflow(ctx, resumeID, "", "go", "now"); err != nil {
 		t.Fatalf("SignalWorkflow: %v", err)
@@ -243,8 +248,8 @@ func TestResumeFromDBFile(t *testing.T) {
 // firstRun starts a server on db, starts awaitSignalWorkflow and waits until
 // it waits for its signal, then stops the server.
 func firstRun(t *testing.T, db string) {
-	srv := start(t, Config{DBFile: db, DisableUI: true})
-	c, _ := connect(t, srv)
+	srv := startTemporal(t, temporal.Config{DBFile: db, DisableUI: true})
+	c, _ := connectTemporal(t, srv)
 	ctx := testContext(t)
 	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: resumeID, TaskQueue: taskQueue}, awaitSignalWorkflow, "resume"); err != nil {
 		t.Fatalf("ExecuteWorkflow: %v", err)
@@ -284,11 +289,11 @@ func TestPortTaken(t *testing.T) {
 	}
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	for _, cfg := range []Config{
+	for _, cfg := range []temporal.Config{
 		{FrontendPort: port, UIPort: -1},
 		{FrontendPort: -1, UIPort: port},
 	} {
-		srv, err := Start(testContext(t), cfg)
+		srv, err := temporal.Start(testContext(t), cfg)
 		if err == nil {
 			srv.Stop()
 			t.Errorf("Start(%+v) with port %d taken: no error", cfg, port)

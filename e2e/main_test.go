@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/tesseradb/tessera/dev"
+	"github.com/tesseradb/tessera/dev/temporal"
+	"github.com/tesseradb/tessera/worker"
+)
+
+// One real Temporal server and one dev cluster for the package: shard-0
+// with a primary and two replicas, a router, etcd. The high-availability
+// tests run one after another because each moves shard-0's primary; the
+// embedded server's own tests (temporal_test.go) start servers of their
+// own and run in parallel after them.
+var (
+	temporalSrv *temporal.Server
+	cluster     *dev.Cluster
+	tc          client.Client
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	flag.Parse()
+	if os.Getenv(resumeDBEnv) != "" {
+		// The child process of TestResumeFromDBFile needs no cluster.
+		return m.Run()
+	}
+	base, err := os.MkdirTemp("", "e2e-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	os.Chmod(base, 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	temporalSrv, err = temporal.Start(ctx, temporal.Config{FrontendPort: -1, UIPort: -1, DisableUI: true})
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	defer temporalSrv.Stop()
+	cluster, err = dev.Start(ctx, dev.Config{
+		DataDir:    filepath.Join(base, "data"),
+		Shards:     1,
+		Replicas:   2,
+		BasePort:   29433,
+		EtcdPort:   -1,
+		RouterPort: -1,
+	})
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	defer cluster.Stop(context.Background())
+	tc, err = client.Dial(client.Options{HostPort: temporalSrv.FrontendAddr(), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	defer tc.Close()
+	return m.Run()
+}
+
+// startWorker runs a Tessera worker, with an admin when admin is set,
+// until the test ends or stop is called.
+func startWorker(t *testing.T, id string, admin bool) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := worker.Start(ctx, worker.Config{
+		TemporalAddr:  temporalSrv.FrontendAddr(),
+		EtcdEndpoints: cluster.Info().Etcd,
+		Cluster:       cluster.Info().Cluster,
+		Secret:        cluster.Secret(),
+		ID:            id,
+		Admin:         admin,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			w.Stop(context.Background())
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func routerConn(t *testing.T, addr string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres:postgres@%s/postgres?sslmode=disable", addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, within, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
