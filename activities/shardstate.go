@@ -1,0 +1,122 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tesseradb/tessera/topo/store"
+)
+
+// PublishInput makes Primary the shard's recorded primary, provided the
+// record still names Expected ("" when none was recorded).
+type PublishInput struct {
+	Shard    string
+	Primary  string
+	Expected string
+}
+
+// errUnchanged aborts an UpdateShardState that has nothing to write.
+var errUnchanged = errors.New("unchanged")
+
+// PublishPrimary records the new primary in ShardState and increments the
+// term; routers send writes there from then on. It is idempotent: when
+// the record already names in.Primary (this activity ran before and its
+// answer was lost) it writes nothing and returns the state as it is, so a
+// retry never increments the term twice. When the record names neither
+// in.Expected nor in.Primary, another operation moved the primary
+// meanwhile, and this one must not overwrite it.
+func (a *Activities) PublishPrimary(ctx context.Context, in PublishInput) (store.ShardState, error) {
+	if in.Shard == "" || in.Primary == "" {
+		return store.ShardState{}, Refuse(invalidParameter, "shard and primary are required")
+	}
+	st, err := a.cfg.Store.UpdateShardState(ctx, in.Shard, func(s *store.ShardState) error {
+		switch s.Primary {
+		case in.Primary:
+			return errUnchanged
+		case in.Expected:
+			s.Primary = in.Primary
+			s.Term++
+			return nil
+		}
+		return Refuse(notInState, "shard %s: the primary is now %s, not %s; another operation moved it", in.Shard, s.Primary, in.Expected)
+	})
+	if errors.Is(err, errUnchanged) {
+		return a.shardState(ctx, in.Shard)
+	}
+	if err != nil {
+		return store.ShardState{}, passOn(err)
+	}
+	a.log.Info("published the primary", "shard", in.Shard, "primary", in.Primary, "term", st.Term)
+	return st, nil
+}
+
+// BufferInput asks routers to hold the shard's new statements for For.
+type BufferInput struct {
+	Shard  string
+	Reason string
+	For    time.Duration
+}
+
+// SetBuffer sets the shard's buffer signal until now+in.For and returns
+// when it was set, by this worker's clock. Running it again moves Until.
+func (a *Activities) SetBuffer(ctx context.Context, in BufferInput) (time.Time, error) {
+	if in.Shard == "" || in.Reason == "" || in.For <= 0 {
+		return time.Time{}, Refuse(invalidParameter, "shard, reason and a positive duration are required")
+	}
+	now := time.Now()
+	_, err := a.cfg.Store.UpdateShardState(ctx, in.Shard, func(s *store.ShardState) error {
+		s.Buffer = &store.BufferSignal{Reason: in.Reason, Until: now.Add(in.For)}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, passOn(err)
+	}
+	return now, nil
+}
+
+// ClearBuffer removes the shard's buffer signal if in.Reason set it (a
+// signal someone else set is theirs to clear) and returns when, by this
+// worker's clock.
+func (a *Activities) ClearBuffer(ctx context.Context, in BufferInput) (time.Time, error) {
+	_, err := a.cfg.Store.UpdateShardState(ctx, in.Shard, func(s *store.ShardState) error {
+		if s.Buffer == nil || s.Buffer.Reason != in.Reason {
+			return errUnchanged
+		}
+		s.Buffer = nil
+		return nil
+	})
+	if err != nil && !errors.Is(err, errUnchanged) {
+		return time.Time{}, passOn(err)
+	}
+	return time.Now(), nil
+}
+
+// PolicyInput sets a shard's durability policy.
+type PolicyInput struct {
+	Shard  string
+	Policy store.Durability
+}
+
+// StoreDurability records the shard's durability policy in ShardState.
+func (a *Activities) StoreDurability(ctx context.Context, in PolicyInput) (store.ShardState, error) {
+	if err := in.Policy.Check(); err != nil {
+		return store.ShardState{}, passOn(err)
+	}
+	st, err := a.cfg.Store.UpdateShardState(ctx, in.Shard, func(s *store.ShardState) error {
+		s.Durability = in.Policy
+		return nil
+	})
+	if err != nil {
+		return store.ShardState{}, passOn(err)
+	}
+	return st, nil
+}
+
+func (a *Activities) shardState(ctx context.Context, shard string) (store.ShardState, error) {
+	st, err := a.cfg.Store.GetShardState(ctx, shard)
+	if err != nil {
+		return store.ShardState{}, passOn(err)
+	}
+	return st, nil
+}

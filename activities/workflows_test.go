@@ -1,0 +1,85 @@
+package activities_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/tesseradb/tessera/workflows"
+)
+
+// runWorkflow runs one of package workflows' workflows with the real
+// activities against the test shard, in Temporal's test environment (no
+// server), and decodes its result into out.
+func runWorkflow(t *testing.T, name string, in, out any) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	workflows.Register(env, acts)
+	env.ExecuteWorkflow(name, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if err := env.GetWorkflowResult(out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWorkflows: a switchover, then the new primary's Postgres stops and
+// a failover replaces it, and when it comes back acting as a primary,
+// RepairShard fences it and rejoins it as a replica.
+func TestWorkflows(t *testing.T) {
+	old := currentPrimary(t)
+	streamingFrom(t, old)
+
+	var sw workflows.SwitchoverResult
+	runWorkflow(t, workflows.SwitchoverName, workflows.SwitchoverInput{Shard: shard}, &sw)
+	if sw.OldPrimary != old || sw.NewPrimary == old || currentPrimary(t) != sw.NewPrimary {
+		t.Fatalf("switchover: %+v", sw)
+	}
+	t.Logf("switchover %s -> %s, routers held for %d ms", sw.OldPrimary, sw.NewPrimary, sw.PauseMillis)
+	streamingFrom(t, sw.NewPrimary)
+
+	lost := sw.NewPrimary
+	exec(t, lost, "CREATE TABLE IF NOT EXISTS lost (id int)")
+	if err := nodes[lost].Stop(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var fo workflows.FailoverResult
+	runWorkflow(t, workflows.FailoverName, workflows.FailoverInput{Shard: shard, Reason: "test"}, &fo)
+	if fo.OldPrimary != lost || fo.NewPrimary == lost || fo.Term != sw.Term+1 || currentPrimary(t) != fo.NewPrimary {
+		t.Fatalf("failover: %+v", fo)
+	}
+	// Run again, it finds the new primary healthy and does nothing.
+	var again workflows.FailoverResult
+	runWorkflow(t, workflows.FailoverName, workflows.FailoverInput{Shard: shard}, &again)
+	if again.NewPrimary != fo.NewPrimary || again.OldPrimary != fo.NewPrimary || again.Term != fo.Term {
+		t.Errorf("second failover: %+v", again)
+	}
+
+	// The lost primary restarts as a primary nobody writes to.
+	if err := nodes[lost].Start(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, lost+" acting as a primary again", func() error {
+		_, err := query(t, lost, "SELECT 1::text")
+		return err
+	})
+	var rep workflows.RepairResult
+	runWorkflow(t, workflows.RepairShardName, workflows.RepairInput{Shard: shard}, &rep)
+	if len(rep.Actions) == 0 {
+		t.Fatal("repair did nothing")
+	}
+	t.Logf("repair: %q", rep.Actions)
+	view := streamingFrom(t, fo.NewPrimary)
+	if got := view.ReportedPrimaries(); !slices.Equal(got, []string{fo.NewPrimary}) {
+		t.Errorf("primaries after repair: %v", got)
+	}
+	exec(t, fo.NewPrimary, "INSERT INTO lost VALUES (1)")
+	eventually(t, 10*time.Second, lost+" replicates", func() error {
+		_, err := query(t, lost, "SELECT id::text FROM lost")
+		return err
+	})
+}
