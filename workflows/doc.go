@@ -2,4 +2,18 @@
 // workflows: failover, switchover, MoveTables, Reshard, OnlineDDL and
 // cutover. Each step is an activity from package activities, so a workflow
 // resumes where it stopped after any crash.
+//
+// For high availability it owns the decisions: which replica to promote
+// (candidate.go), in what order to fence, promote, publish and repoint
+// (failover.go, switchover.go), how to undo a switchover that failed
+// before the new primary was published, how a former primary rejoins
+// (rejoin.go), what RepairShard mends (repair.go) and durability policy
+// changes (durability.go). names.go is the contract with the admin and the
+// CLI (task queue, workflow type names, ids, the step query); register.go
+// registers everything on a worker; calls.go gives each activity its
+// timeout and retry policy.
+//
+// Workflow code here is deterministic: time comes from workflow.Now,
+// iteration is over sorted slices, and everything that touches the world
+// is an activity.
 package workflows

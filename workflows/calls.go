@@ -1,0 +1,126 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesseradb/tessera/activities"
+	"github.com/tesseradb/tessera/pgmanager"
+	"github.com/tesseradb/tessera/topo/store"
+)
+
+// acts names the activities: a method value of a nil *Activities carries
+// the method's name, which is the name Register gives the activity, and
+// its signature, which the typed calls below check at compile time.
+var acts *activities.Activities
+
+// budget is how long one attempt of a step may take and how many
+// attempts it gets.
+type budget struct {
+	timeout  time.Duration
+	attempts int32
+}
+
+var (
+	// quick: fencing a primary that may be gone or hung must not hold a
+	// failover up; routers stop writing to it once the new primary is
+	// published anyway, so one short attempt is enough.
+	quick = budget{2 * time.Second, 1}
+	// normal: etcd writes, status probes, fencing, reconfiguration.
+	normal = budget{20 * time.Second, 5}
+	// promotion waits for pg_promote, which replays what is left.
+	promotion = budget{90 * time.Second, 3}
+	// rewinding stops Postgres, runs pg_rewind and starts it again.
+	rewinding = budget{5 * time.Minute, 3}
+	// replay: a switchover's wait for the candidate, within the time the
+	// routers hold statements; one attempt, so a slow replica aborts it.
+	replay = budget{bufferFor - 2*time.Second, 1}
+	// streaming: a repointed replica reconnecting.
+	streaming = budget{30 * time.Second, 1}
+)
+
+func (b budget) ctx(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: b.timeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    500 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    10 * time.Second,
+			MaximumAttempts:    b.attempts,
+		},
+	})
+}
+
+func inspect(ctx workflow.Context, shard string) (activities.ShardView, error) {
+	var v activities.ShardView
+	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.InspectShard, shard).Get(ctx, &v)
+	return v, err
+}
+
+func fence(ctx workflow.Context, b budget, shard, instance string) (activities.FenceResult, error) {
+	var r activities.FenceResult
+	err := workflow.ExecuteActivity(b.ctx(ctx), acts.FenceInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, &r)
+	return r, err
+}
+
+func unfence(ctx workflow.Context, shard, instance string) error {
+	return workflow.ExecuteActivity(normal.ctx(ctx), acts.UnfenceInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, nil)
+}
+
+func promote(ctx workflow.Context, shard, instance string) error {
+	return workflow.ExecuteActivity(promotion.ctx(ctx), acts.PromoteInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, nil)
+}
+
+func publish(ctx workflow.Context, in activities.PublishInput) (store.ShardState, error) {
+	var st store.ShardState
+	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.PublishPrimary, in).Get(ctx, &st)
+	return st, err
+}
+
+func follow(ctx workflow.Context, shard, instance, primary string) error {
+	in := activities.FollowInput{Shard: shard, Instance: instance, Primary: primary}
+	return workflow.ExecuteActivity(normal.ctx(ctx), acts.FollowPrimary, in).Get(ctx, nil)
+}
+
+func rewind(ctx workflow.Context, shard, instance, primary string) error {
+	in := activities.FollowInput{Shard: shard, Instance: instance, Primary: primary}
+	return workflow.ExecuteActivity(rewinding.ctx(ctx), acts.RewindInstance, in).Get(ctx, nil)
+}
+
+func awaitStreaming(ctx workflow.Context, shard, instance, primary string) error {
+	in := activities.FollowInput{Shard: shard, Instance: instance, Primary: primary}
+	return workflow.ExecuteActivity(streaming.ctx(ctx), acts.AwaitStreaming, in).Get(ctx, nil)
+}
+
+func waitForReplay(ctx workflow.Context, shard, instance string, lsn pgmanager.LSN) error {
+	in := activities.ReplayInput{Shard: shard, Instance: instance, LSN: lsn}
+	return workflow.ExecuteActivity(replay.ctx(ctx), acts.WaitForReplay, in).Get(ctx, nil)
+}
+
+func applyDurability(ctx workflow.Context, shard, primary string) (string, error) {
+	var names string
+	in := activities.DurabilityInput{Shard: shard, Primary: primary}
+	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.ApplyDurability, in).Get(ctx, &names)
+	return names, err
+}
+
+func storeDurability(ctx workflow.Context, shard string, policy store.Durability) error {
+	in := activities.PolicyInput{Shard: shard, Policy: policy}
+	return workflow.ExecuteActivity(normal.ctx(ctx), acts.StoreDurability, in).Get(ctx, nil)
+}
+
+func setBuffer(ctx workflow.Context, shard, reason string) (time.Time, error) {
+	var at time.Time
+	in := activities.BufferInput{Shard: shard, Reason: reason, For: bufferFor}
+	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.SetBuffer, in).Get(ctx, &at)
+	return at, err
+}
+
+func clearBuffer(ctx workflow.Context, shard, reason string) (time.Time, error) {
+	var at time.Time
+	in := activities.BufferInput{Shard: shard, Reason: reason}
+	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.ClearBuffer, in).Get(ctx, &at)
+	return at, err
+}

@@ -1,0 +1,33 @@
+package workflows
+
+// TaskQueue is the Temporal task queue Tessera's workers poll.
+const TaskQueue = "tessera"
+
+// StepQuery is the query every workflow here answers with its current
+// step as a readable string, e.g. "fencing old primary shard-1-0".
+const StepQuery = "step"
+
+// Workflow type names, as registered and as admins start them.
+const (
+	FailoverName      = "Failover"
+	SwitchoverName    = "Switchover"
+	SetDurabilityName = "SetDurability"
+	RejoinName        = "Rejoin"
+	RepairShardName   = "RepairShard"
+)
+
+// Workflow ids: one failover, switchover or repair per shard and one
+// rejoin per instance can run at a time, because Temporal refuses a
+// second running workflow with the same id.
+
+// FailoverID is the workflow id of a shard's failover.
+func FailoverID(shard string) string { return "failover-" + shard }
+
+// SwitchoverID is the workflow id of a shard's switchover.
+func SwitchoverID(shard string) string { return "switchover-" + shard }
+
+// RejoinID is the workflow id of an instance's rejoin.
+func RejoinID(instance string) string { return "rejoin-" + instance }
+
+// RepairID is the workflow id of a shard's repair.
+func RepairID(shard string) string { return "repair-" + shard }

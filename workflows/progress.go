@@ -1,0 +1,35 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/workflow"
+)
+
+// progress records a workflow's steps, for its result and the step query.
+type progress struct {
+	log   log.Logger
+	steps []string
+}
+
+// track starts recording and answers StepQuery with the latest step.
+func track(ctx workflow.Context) (*progress, error) {
+	p := &progress{log: workflow.GetLogger(ctx)}
+	err := workflow.SetQueryHandler(ctx, StepQuery, func() (string, error) { return p.current(), nil })
+	return p, err
+}
+
+// step records that the workflow is now doing, or has found, something.
+func (p *progress) step(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	p.log.Info(s)
+	p.steps = append(p.steps, s)
+}
+
+func (p *progress) current() string {
+	if len(p.steps) == 0 {
+		return "starting"
+	}
+	return p.steps[len(p.steps)-1]
+}

@@ -1,0 +1,161 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesseradb/tessera/activities"
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/topo/store"
+)
+
+// bufferFor is how long a switchover asks routers to hold the shard's
+// statements at most; routers let them go by themselves after that, so
+// a switchover that stalls cannot stall its clients for longer.
+const bufferFor = 10 * time.Second
+
+// bufferReason marks the buffer signal as a switchover's.
+const bufferReason = "switchover"
+
+// SwitchoverInput asks for a shard's healthy primary to hand over to a
+// replica: Candidate, or the best one when empty.
+type SwitchoverInput struct {
+	Shard     string
+	Candidate string
+}
+
+// SwitchoverResult says what a switchover did. PauseMillis is how long
+// routers were asked to hold the shard's statements, by the workers'
+// clocks.
+type SwitchoverResult struct {
+	OldPrimary, NewPrimary string
+	Term                   int64
+	PauseMillis            int64
+	Steps                  []string
+}
+
+// Switchover moves a healthy shard's primary to a replica without losing
+// a commit: routers hold the shard's new statements, the old primary is
+// fenced, the candidate replays everything the old primary wrote and is
+// promoted and published; once the other replicas follow it and the
+// durability policy holds on it, routers resume, and the old primary is
+// rewound into a replica. If anything fails before the new primary is
+// published, the old primary is made writable again and the buffer
+// signal cleared.
+func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, error) {
+	p, err := track(ctx)
+	if err != nil {
+		return SwitchoverResult{}, err
+	}
+	if in.Shard == "" {
+		return SwitchoverResult{}, activities.Refuse(pgerr.InvalidParameterValue, "a shard is required")
+	}
+	p.step("inspecting shard %s", in.Shard)
+	view, err := inspect(ctx, in.Shard)
+	if err != nil {
+		return SwitchoverResult{}, failed(err, "inspecting shard %s", in.Shard)
+	}
+	old := primaryOf(view)
+	if ov, ok := view.Instance(old); !ok || !ov.Serving || ov.Role != store.RolePrimary {
+		return SwitchoverResult{}, activities.Refuse(pgerr.ObjectNotInPrerequisiteState,
+			"shard %s has no serving primary to switch over from (recorded: %q); use Failover", in.Shard, old)
+	}
+	cand, err := switchoverCandidate(view, old, in.Candidate)
+	if err != nil {
+		return SwitchoverResult{}, err
+	}
+	res := SwitchoverResult{OldPrimary: old, NewPrimary: cand, Term: view.State.Term}
+
+	p.step("asking routers to hold shard %s's statements", in.Shard)
+	bufferedAt, err := setBuffer(ctx, in.Shard, bufferReason)
+	if err != nil {
+		return SwitchoverResult{}, failed(err, "setting the buffer signal of shard %s", in.Shard)
+	}
+	fenced := false
+	// undo returns the shard to its old primary; it runs even when the
+	// workflow is cancelled.
+	undo := func(cause error, format string, args ...any) (SwitchoverResult, error) {
+		uctx, _ := workflow.NewDisconnectedContext(ctx)
+		if fenced {
+			p.step("unfencing %s", old)
+			if err := unfence(uctx, in.Shard, old); err != nil {
+				p.step("could not unfence %s: %s", old, errText(err))
+			}
+		}
+		p.step("letting routers resume shard %s", in.Shard)
+		if _, err := clearBuffer(uctx, in.Shard, bufferReason); err != nil {
+			p.step("could not clear the buffer signal: %s", errText(err))
+		}
+		return SwitchoverResult{}, failed(cause, format, args...)
+	}
+
+	p.step("fencing old primary %s", old)
+	// Set before the call: a fence whose answer was lost still fenced.
+	fenced = true
+	fr, err := fence(ctx, normal, in.Shard, old)
+	if err != nil {
+		return undo(err, "fencing %s", old)
+	}
+	if fr.CurrentLSN == 0 {
+		return undo(activities.Refuse(pgerr.ObjectNotInPrerequisiteState, "%s reported no WAL position", old), "fencing %s", old)
+	}
+	p.step("waiting for %s to replay up to %s", cand, fr.CurrentLSN)
+	if err := waitForReplay(ctx, in.Shard, cand, fr.CurrentLSN); err != nil {
+		return undo(err, "waiting for %s to replay up to %s", cand, fr.CurrentLSN)
+	}
+	p.step("promoting %s", cand)
+	if err := promote(ctx, in.Shard, cand); err != nil {
+		return undo(err, "promoting %s", cand)
+	}
+	p.step("publishing %s as the primary of shard %s", cand, in.Shard)
+	st, err := publish(ctx, activities.PublishInput{Shard: in.Shard, Primary: cand, Expected: view.State.Primary})
+	if err != nil {
+		// Routers still write to the old primary: give it back its
+		// writes; RepairShard rejoins the promoted candidate.
+		return undo(err, "publishing %s", cand)
+	}
+	res.Term = st.Term
+
+	// From here on the new primary stands; failures are reported, not
+	// undone.
+	repoint(ctx, p, in.Shard, view, cand, old)
+	p.step("restoring %s durability on %s", view.State.Durability.OrDefault(), cand)
+	names, durErr := applyDurability(ctx, in.Shard, cand)
+	if durErr == nil {
+		p.step("synchronous_standby_names on %s is %q", cand, names)
+	}
+	// The old primary's rejoin restarts it, which routers need not wait
+	// for: they resume before it.
+	p.step("letting routers resume shard %s", in.Shard)
+	resumedAt, err := clearBuffer(ctx, in.Shard, bufferReason)
+	if err != nil {
+		return SwitchoverResult{}, failed(err, "%s is the primary (term %d) but the buffer signal was not cleared (routers resume at its deadline)", cand, st.Term)
+	}
+	res.PauseMillis = resumedAt.Sub(bufferedAt).Milliseconds()
+	if durErr != nil {
+		return SwitchoverResult{}, failed(durErr, "%s is the primary (term %d) but its durability policy is not restored", cand, st.Term)
+	}
+	if err := rejoinAsReplica(ctx, p, in.Shard, old, cand, false); err != nil {
+		return SwitchoverResult{}, failed(err, "%s is the primary (term %d) but %s has not rejoined; start Rejoin", cand, st.Term, old)
+	}
+	res.Steps = p.steps
+	return res, nil
+}
+
+// switchoverCandidate checks the asked-for candidate, or picks one.
+func switchoverCandidate(view activities.ShardView, old, asked string) (string, error) {
+	if asked == "" {
+		c, err := chooseCandidate(view, candidateRules{
+			exclude:   old,
+			preferred: activities.SyncStandbys(view.State.Durability, old, view.Members()),
+			maxLag:    DefaultMaxLagBytes,
+		})
+		return c.ID, err
+	}
+	c, ok := view.Instance(asked)
+	if !ok || asked == old || !c.Serving || c.Role != store.RoleReplica {
+		return "", activities.Refuse(pgerr.InvalidParameterValue, "%s is not a serving replica of shard %s", asked, view.State.Shard)
+	}
+	return asked, nil
+}
