@@ -1,3 +1,5 @@
 // Package worker runs a Temporal worker that registers Tessera's workflows
-// and activities on the "tessera" task queue.
+// and activities on the "tessera" task queue, announces itself in the
+// topology service, and, when asked, runs an admin (package admin) that
+// starts those workflows when shards need them.
 package worker

@@ -1,0 +1,195 @@
+package worker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/tesseradb/tessera/activities"
+	"github.com/tesseradb/tessera/admin"
+	"github.com/tesseradb/tessera/topo/store"
+	"github.com/tesseradb/tessera/workflows"
+)
+
+// Config configures a worker; Start validates it.
+type Config struct {
+	// TemporalAddr is the Temporal frontend's host:port.
+	TemporalAddr string
+	// Namespace is the Temporal namespace (default "default").
+	Namespace string
+	// EtcdEndpoints and Cluster locate the topology service.
+	EtcdEndpoints []string
+	Cluster       string
+	// Secret is the cluster credential sidecars require; TLS, when set,
+	// is used to reach them.
+	Secret string
+	TLS    *tls.Config
+	// ID names the worker in discovery and the admin election; default
+	// host-pid.
+	ID string
+	// Admin runs an admin beside the worker; AdminConfig tunes it (its
+	// Store, Secret, TLS, Starter, ID and Logger are the worker's).
+	Admin       bool
+	AdminConfig admin.Config
+	Logger      *slog.Logger
+}
+
+// registrationTTL: how long a dead worker's record outlives it.
+const registrationTTL = 10 * time.Second
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Namespace == "" {
+		c.Namespace = "default"
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	if c.TemporalAddr == "" {
+		errs = append(errs, errors.New("worker: the Temporal address is required"))
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		errs = append(errs, errors.New("worker: etcd endpoints are required"))
+	}
+	if err := store.CheckCluster(c.Cluster); err != nil {
+		errs = append(errs, fmt.Errorf("worker: %w", err))
+	}
+	if c.Secret == "" {
+		errs = append(errs, errors.New("worker: the cluster secret is required"))
+	}
+	if strings.Contains(c.ID, "/") {
+		errs = append(errs, fmt.Errorf("worker: id %q contains '/'", c.ID))
+	}
+	return c, errors.Join(errs...)
+}
+
+// Worker is a running worker.
+type Worker struct {
+	store    *store.Store
+	temporal client.Client
+	acts     *activities.Activities
+	worker   sdkworker.Worker
+	reg      *store.Registration
+	cancel   context.CancelFunc
+	adminErr chan error // nil without an admin
+}
+
+// Start connects to etcd and Temporal, starts polling the task queue,
+// registers the worker in discovery and starts the admin if configured.
+// On failure it stops what it started.
+func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
+	if cfg, err = cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("worker", cfg.ID)
+	w := &Worker{}
+	defer func() {
+		if err != nil {
+			w.Stop(context.WithoutCancel(ctx))
+		}
+	}()
+	if w.store, err = store.Dial(ctx, cfg.EtcdEndpoints, cfg.Cluster); err != nil {
+		return nil, err
+	}
+	// Dial checks that the frontend answers, so a wrong address fails
+	// here rather than on the first workflow.
+	w.temporal, err = client.DialContext(ctx, client.Options{
+		HostPort:  cfg.TemporalAddr,
+		Namespace: cfg.Namespace,
+		Logger:    tlog.NewStructuredLogger(log),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to Temporal at %s: %w", cfg.TemporalAddr, err)
+	}
+	if w.acts, err = activities.New(activities.Config{Store: w.store, Secret: cfg.Secret, TLS: cfg.TLS, Logger: log}); err != nil {
+		return nil, err
+	}
+	w.worker = sdkworker.New(w.temporal, workflows.TaskQueue, sdkworker.Options{})
+	workflows.Register(w.worker, w.acts)
+	if err := w.worker.Start(); err != nil {
+		w.worker = nil
+		return nil, fmt.Errorf("starting the Temporal worker: %w", err)
+	}
+	w.reg, err = w.store.Register(ctx, store.Record{Kind: store.KindWorker, ID: cfg.ID, Addr: cfg.TemporalAddr}, registrationTTL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Admin {
+		acfg := cfg.AdminConfig
+		acfg.Store, acfg.Secret, acfg.TLS, acfg.ID, acfg.Logger = w.store, cfg.Secret, cfg.TLS, cfg.ID, log
+		acfg.Starter = admin.NewTemporalStarter(w.temporal)
+		a, err := admin.New(acfg)
+		if err != nil {
+			return nil, err
+		}
+		actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		w.cancel, w.adminErr = cancel, make(chan error, 1)
+		go func() {
+			err := a.Run(actx)
+			if err != nil {
+				log.Error("the admin stopped", "err", err)
+			}
+			w.adminErr <- err
+		}()
+	}
+	log.Info("worker started", "temporal", cfg.TemporalAddr, "namespace", cfg.Namespace, "task_queue", workflows.TaskQueue, "admin", cfg.Admin)
+	return w, nil
+}
+
+// Stop stops the admin (which resigns leadership), the Temporal worker
+// (letting running activities finish), the registration and the
+// connections. It returns the admin's error, if it failed.
+func (w *Worker) Stop(ctx context.Context) error {
+	var err error
+	if w.cancel != nil {
+		w.cancel()
+		err = <-w.adminErr
+		w.cancel = nil
+	}
+	if w.worker != nil {
+		w.worker.Stop()
+		w.worker = nil
+	}
+	if w.reg != nil {
+		w.reg.Close(ctx)
+		w.reg = nil
+	}
+	if w.acts != nil {
+		w.acts.Close()
+		w.acts = nil
+	}
+	if w.temporal != nil {
+		w.temporal.Close()
+		w.temporal = nil
+	}
+	if w.store != nil {
+		w.store.Close()
+		w.store = nil
+	}
+	return err
+}
+
+// Run runs a worker until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	w, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return w.Stop(sctx)
+}
