@@ -89,6 +89,7 @@ One binary holds every component and operator tool as a subcommand.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTopoCommand(), newDevCommand(opts), newStatusCommand(), newShardCommand(), newRouterCommand())
+	root.AddCommand(newTopoCommand(), newDevCommand(opts), newStatusCommand(), newShardCommand(), newRouterCommand(),
+		newWorkerCommand(), newFailoverCommand(), newSwitchoverCommand(), newDurabilityCommand())
 	return root
 }

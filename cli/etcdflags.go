@@ -51,6 +51,15 @@ func (f *clusterFlags) devInfo() *dev.Info {
 
 // dial validates the flags and connects.
 func (f *clusterFlags) dial(ctx context.Context) (*store.Store, error) {
+	list, cluster, err := f.locate()
+	if err != nil {
+		return nil, err
+	}
+	return store.Dial(ctx, list, cluster)
+}
+
+// locate returns the etcd endpoints and the cluster name the flags give.
+func (f *clusterFlags) locate() ([]string, string, error) {
 	endpoints, cluster := f.endpoints, f.cluster
 	if info := f.devInfo(); info != nil {
 		endpoints = strings.Join(info.Etcd, ",")
@@ -68,9 +77,9 @@ func (f *clusterFlags) dial(ctx context.Context) (*store.Store, error) {
 		}
 	}
 	if len(list) == 0 {
-		return nil, fmt.Errorf("--etcd names no endpoint")
+		return nil, "", fmt.Errorf("--etcd names no endpoint")
 	}
-	return store.Dial(ctx, list, cluster)
+	return list, cluster, nil
 }
 
 // secret reads the cluster credential.

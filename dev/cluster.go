@@ -15,6 +15,7 @@ import (
 	"github.com/tesseradb/tessera/topo"
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/topo/store/etcdembed"
+	"github.com/tesseradb/tessera/worker"
 )
 
 // Cluster is a running dev cluster.
@@ -30,6 +31,7 @@ type Cluster struct {
 	etcd     *etcdembed.Server
 	store    *store.Store
 	temporal TemporalServer
+	worker   *worker.Worker
 	router   *router.Server
 
 	mu     sync.Mutex // guards info and shards
@@ -109,6 +111,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.startRouter(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.startWorker(ctx); err != nil {
+		return nil, err
+	}
 	if err := c.save(); err != nil {
 		return nil, err
 	}
@@ -140,11 +145,19 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		c.cancel()
 	}
 	c.wg.Wait()
+	var errs []error
+	// The worker's admin goes first: it would take stopping shards for
+	// failed ones.
+	if c.worker != nil {
+		if err := c.worker.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the worker: %w", err))
+		}
+		c.worker = nil
+	}
 	if c.router != nil {
 		c.router.Stop(ctx)
 		c.router = nil
 	}
-	var errs []error
 	c.mu.Lock()
 	shards := c.shards
 	c.shards = map[string]*shard{}
@@ -274,6 +287,29 @@ func (c *Cluster) startTemporal(ctx context.Context) error {
 	}
 	c.temporal = srv
 	c.info.Temporal, c.info.TemporalUI = srv.FrontendAddr(), srv.UIURL()
+	return nil
+}
+
+// startWorker runs a Temporal worker with an admin against the embedded
+// server, once the shards are up (an admin watching shards being created
+// would only see half-made ones).
+func (c *Cluster) startWorker(ctx context.Context) error {
+	if c.temporal == nil {
+		return nil
+	}
+	w, err := worker.Start(ctx, worker.Config{
+		TemporalAddr:  c.temporal.FrontendAddr(),
+		EtcdEndpoints: c.info.Etcd,
+		Cluster:       c.cfg.Cluster,
+		Secret:        c.secret,
+		ID:            "dev",
+		Admin:         true,
+		Logger:        c.log,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the worker: %w", err)
+	}
+	c.worker = w
 	return nil
 }
 

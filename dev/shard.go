@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/tesseradb/tessera/pgmanager"
 	"github.com/tesseradb/tessera/sidecar"
@@ -22,6 +23,7 @@ type shard struct {
 // instance is one Postgres instance under pgmanager with its sidecar.
 type instance struct {
 	id          string
+	zone        string
 	port        int
 	sidecarAddr string
 	pg          *pgmanager.Instance
@@ -87,7 +89,7 @@ func (c *Cluster) startShard(ctx context.Context, uid string, replicas int) (err
 		}
 	}()
 
-	for _, ii := range infos {
+	for i, ii := range infos {
 		pg, err := pgmanager.New(pgmanager.Config{
 			InstanceID:        ii.ID,
 			Dir:               filepath.Join(c.cfg.DataDir, "shards", uid, ii.ID),
@@ -100,7 +102,7 @@ func (c *Cluster) startShard(ctx context.Context, uid string, replicas int) (err
 		if err != nil {
 			return err
 		}
-		sh.instances = append(sh.instances, &instance{id: ii.ID, port: ii.Port, sidecarAddr: ii.Sidecar, pg: pg})
+		sh.instances = append(sh.instances, &instance{id: ii.ID, zone: zone(i), port: ii.Port, sidecarAddr: ii.Sidecar, pg: pg})
 	}
 
 	primary := primaryOf(sh.instances)
@@ -190,6 +192,14 @@ func without(list []*instance, x *instance) []*instance {
 	return out
 }
 
+// zone is the availability zone dev gives a shard's i-th instance:
+// zone-a, zone-b, ..., so that cross_zone_sync has zones to tell apart.
+func zone(i int) string { return "zone-" + string(rune('a'+i%26)) }
+
+// healthInterval is how often dev's sidecars look at Postgres: often, so
+// that the admin sees a dead primary soon after it dies.
+const healthInterval = 250 * time.Millisecond
+
 func (c *Cluster) startSidecar(ctx context.Context, uid string, in *instance) error {
 	addr := in.sidecarAddr
 	if addr == "" || !addrFree(addr) {
@@ -198,6 +208,7 @@ func (c *Cluster) startSidecar(ctx context.Context, uid string, in *instance) er
 	sc, err := sidecar.New(sidecar.Config{
 		ShardUID:   uid,
 		InstanceID: in.id,
+		Zone:       in.zone,
 		ListenAddr: addr,
 		// The framed session port is the routers' fast path.
 		SessionListenAddr: "127.0.0.1:0",
@@ -206,6 +217,7 @@ func (c *Cluster) startSidecar(ctx context.Context, uid string, in *instance) er
 		Manager:           in.pg,
 		Store:             c.store,
 		Logger:            c.log,
+		HealthInterval:    healthInterval,
 	})
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -114,7 +115,7 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 				return true, f.err
 			}
 			f.finish(true)
-			c.out = appendError(c.out, "ERROR", fmt.Errorf("shard %s: %w", shard, err))
+			c.out = appendError(c.out, "ERROR", shardError(shard, err))
 			c.failTx()
 			return true, nil
 		}
@@ -175,7 +176,7 @@ func (c *clientConn) scatter(ctx context.Context, r *routed, frontend []byte, pr
 			}
 		}
 		if err != nil {
-			c.out = appendError(c.out, "ERROR", fmt.Errorf("shard %s: %w", shard, err))
+			c.out = appendError(c.out, "ERROR", shardError(shard, err))
 			c.failTx()
 			return true, nil
 		}
@@ -233,6 +234,18 @@ func (c *clientConn) everywhere(ctx context.Context, r *routed, frontend []byte,
 		return true, nil
 	}
 	return false, nil
+}
+
+// shardError names the shard in a failure to run a statement there. A
+// failure without a SQLSTATE is the sidecar's connection breaking (the
+// sidecar or its host died): 08006, as a client of a Postgres that died
+// would see; whether the statement ran is unknown.
+func shardError(shard string, err error) error {
+	var coded pgerr.Coded
+	if errors.As(err, &coded) {
+		return fmt.Errorf("shard %s: %w", shard, err)
+	}
+	return pgerr.New("08006", "shard %s: lost the connection to its sidecar: %v", shard, err)
 }
 
 // queryMessage builds a Query message for one statement.

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/tesseradb/tessera/pgerr"
@@ -186,7 +185,7 @@ func (c *clientConn) endOthers(commit bool) error {
 			_, _, err = c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q})
 		}
 		if err != nil {
-			return fmt.Errorf("shard %s: %w", shard, err)
+			return shardError(shard, err)
 		}
 	}
 	c.tx.shards = c.tx.shards[:1]

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tesseradb/tessera/pgerr"
+)
+
+// opFlags are the flags every operation command shares.
+type opFlags struct {
+	temporal temporalFlags
+	shard    string
+	wait     bool
+	asJSON   bool
+}
+
+func (f *opFlags) register(cmd *cobra.Command) {
+	f.temporal.register(cmd, nil)
+	fl := cmd.Flags()
+	fl.StringVar(&f.shard, "shard", "", "the shard (required)")
+	fl.BoolVar(&f.wait, "wait", true, "follow the workflow's steps until it ends and print its result; --wait=false only starts it")
+	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+}
+
+func (f *opFlags) check() error {
+	if f.shard == "" {
+		return pgerr.New(pgerr.InvalidParameterValue, "--shard is required")
+	}
+	return nil
+}
+
+// runOp starts (or joins) an operation's workflow and, with --wait,
+// follows it and prints its result: as JSON with --json, else by human.
+// Progress goes to stderr so that stdout holds only the result.
+func runOp[R any](cmd *cobra.Command, f *opFlags, id, workflow string, input any, human func(io.Writer, R)) error {
+	ctx := cmd.Context()
+	c, err := f.temporal.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	run, err := startOp(ctx, cmd.ErrOrStderr(), c, id, workflow, input)
+	if err != nil || !f.wait {
+		return err
+	}
+	var result R
+	if err := follow(ctx, cmd.ErrOrStderr(), c, run, &result); err != nil {
+		return err
+	}
+	return printResult(cmd.OutOrStdout(), f.asJSON, result, human)
+}
+
+func printResult[R any](w io.Writer, asJSON bool, result R, human func(io.Writer, R)) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(result)
+	}
+	human(w, result)
+	return nil
+}
+
+func printSteps(w io.Writer, steps []string) {
+	for _, s := range steps {
+		fmt.Fprintf(w, "  - %s\n", s)
+	}
+}

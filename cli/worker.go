@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tesseradb/tessera/worker"
+)
+
+func newWorkerCommand() *cobra.Command {
+	var flags clusterFlags
+	var tflags temporalFlags
+	var cfg worker.Config
+	var debugAddr string
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a Temporal worker for Tessera's operations, with an admin",
+		Long: `Run a Temporal worker that executes Tessera's operation workflows (Failover,
+Switchover, SetDurability, Rejoin, RepairShard) from the "tessera" task queue.
+
+With --admin (the default) it also runs an admin: it follows every sidecar's
+health and, while it holds recovery leadership (one admin of all that run
+does), starts a failover when a primary stays down for --detect-window, a
+rejoin when an old primary comes back, and a repair when replication or
+synchronous_standby_names disagree with the shard's state. Run as many
+workers as you like against one cluster.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := serveDebug(debugAddr); err != nil {
+				return err
+			}
+			var err error
+			if cfg.EtcdEndpoints, cfg.Cluster, err = flags.locate(); err != nil {
+				return err
+			}
+			if cfg.Secret, err = flags.secret(); err != nil {
+				return err
+			}
+			cfg.TemporalAddr, cfg.Namespace = tflags.address(), tflags.namespace
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			return worker.Run(ctx, cfg)
+		},
+	}
+	flags.register(cmd)
+	tflags.register(cmd, &flags.dataDir)
+	f := cmd.Flags()
+	f.BoolVar(&cfg.Admin, "admin", true, "also run an admin (health monitor and recovery-leadership candidate)")
+	f.DurationVar(&cfg.AdminConfig.DetectWindow, "detect-window", 0, "how long a primary must be down before it is failed over (default 1.5s)")
+	f.StringVar(&cfg.ID, "id", "", "name in discovery and the admin election (default host-pid)")
+	debugFlag(cmd, &debugAddr)
+	return cmd
+}
