@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tesseradb/tessera/cli"
+	"github.com/tesseradb/tessera/workflows"
+)
+
+// tessera runs the tessera command in-process against the package's
+// Temporal server and returns its stdout, stderr and exit code.
+func tessera(t *testing.T, args ...string) (string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	args = append(args, "--temporal", temporalSrv.FrontendAddr())
+	if code := cli.Run(args, &stdout, &stderr, cli.Options{}); code != 0 {
+		t.Fatalf("tessera %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	}
+	return stdout.String(), stderr.String()
+}
+
+// TestOperatorCommands: `tessera durability`, `tessera failover` and a
+// scheduled `tessera switchover` drive the workflows on a real server.
+func TestOperatorCommands(t *testing.T) {
+	startWorker(t, "e2e-operator", true)
+	before := settled(t)
+
+	out, steps := tessera(t, "durability", "--shard", shard, "--policy", "async")
+	if s, err := instanceStatus(t, before.Primary); err != nil || s.SynchronousStandbyNames != "" {
+		t.Fatalf("after tessera durability async: %v, %v\nstdout %s\nsteps %s", s, err, out, steps)
+	}
+	tessera(t, "durability", "--shard", shard, "--policy", "sync")
+	if s, err := instanceStatus(t, before.Primary); err != nil || s.SynchronousStandbyNames == "" {
+		t.Fatalf("after tessera durability sync: %v, %v", s, err)
+	}
+
+	out, steps = tessera(t, "failover", "--shard", shard, "--force", "--json")
+	var res workflows.FailoverResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("tessera failover --json printed %q: %v", out, err)
+	}
+	if !strings.Contains(steps, "promoting") || res.OldPrimary != before.Primary || res.NewPrimary == before.Primary {
+		t.Fatalf("tessera failover: result %+v; steps printed:\n%s", res, steps)
+	}
+	awaitRejoined(t, before.Primary, 90*time.Second)
+	mid := settled(t)
+
+	at := time.Now().Add(4 * time.Second).UTC().Truncate(time.Second).Format(time.RFC3339)
+	out, _ = tessera(t, "switchover", "--shard", shard, "--at", at)
+	if !strings.Contains(out, "temporal schedule create") {
+		t.Fatalf("tessera switchover --at printed no equivalent command:\n%s", out)
+	}
+	t.Logf("%s", out)
+	eventually(t, 60*time.Second, "the scheduled switchover moves the primary", func() error {
+		if st := shardState(t); st.Primary == mid.Primary || st.Buffer != nil {
+			return fmt.Errorf("state %+v", st)
+		}
+		return nil
+	})
+	awaitRejoined(t, mid.Primary, 90*time.Second)
+}
