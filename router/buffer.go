@@ -233,6 +233,27 @@ func (b *buffers) failed(shard string, t *ticket) bool {
 	return true
 }
 
+// retryRead runs read, an idempotent read on shard (the router's own
+// catalog and role queries, which a client's startup needs), waiting in
+// the buffer and running it again after a failure a primary change
+// explains. Without buffering it runs read once.
+func (b *buffers) retryRead(ctx context.Context, shard string, read func() error) error {
+	var t ticket
+	for {
+		if err := b.hold(ctx, shard, &t); err != nil {
+			return err
+		}
+		err := read()
+		if err == nil {
+			return nil
+		}
+		// A read is safe to run again after any connection failure.
+		if code := pgerr.Code(err); !(code == "08006" || qualifies(code)) || !b.failed(shard, &t) {
+			return err
+		}
+	}
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

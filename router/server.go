@@ -271,7 +271,17 @@ func (s *Server) adminQuery(ctx context.Context, database, sql string) ([][]stri
 	if snap == nil {
 		return nil, pgerr.New(pgerr.ConfigFileError, "no data topology is stored")
 	}
-	in, err := s.shards.pick(snap.Topology.AuthoritativeShard(), false)
+	shard := snap.Topology.AuthoritativeShard()
+	var rows [][]string
+	err := s.buffers.retryRead(ctx, shard, func() (err error) {
+		rows, err = s.runAdminQuery(ctx, shard, database, sql)
+		return err
+	})
+	return rows, err
+}
+
+func (s *Server) runAdminQuery(ctx context.Context, shard, database, sql string) ([][]string, error) {
+	in, err := s.shards.pick(shard, false)
 	if err != nil {
 		return nil, err
 	}

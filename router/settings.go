@@ -138,6 +138,15 @@ func (c *clientConn) reportedParameters(ctx context.Context) ([][2]string, error
 	if err != nil {
 		return nil, err
 	}
+	var out [][2]string
+	err = c.srv.buffers.retryRead(ctx, shard, func() (err error) {
+		out, err = c.readParameters(ctx, shard)
+		return err
+	})
+	return out, err
+}
+
+func (c *clientConn) readParameters(ctx context.Context, shard string) ([][2]string, error) {
 	b, err := c.session(ctx, shard, false)
 	if err != nil {
 		return nil, err
