@@ -82,6 +82,13 @@ func TestBufferingOnPlannedSignal(t *testing.T) {
 	if _, err := other.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
+	// The router learns the table's columns from the authoritative shard,
+	// shard-0, which is about to buffer: learn them first.
+	lookup := "SELECT count(*) FROM customers WHERE customer_id = 1"
+	var n int
+	if err := other.QueryRow(ctx, lookup, pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
 	signal(t, "shard-0", time.Now().Add(20*time.Second))
 	t.Cleanup(func() { signal(t, "shard-0", time.Time{}) })
 	time.Sleep(200 * time.Millisecond) // the routers see the signal
@@ -89,8 +96,7 @@ func TestBufferingOnPlannedSignal(t *testing.T) {
 	start := time.Now()
 	done := async(conn, "INSERT INTO buffer_probe VALUES (1)")
 	// Another shard is not held up.
-	var n int
-	if err := other.QueryRow(ctx, "SELECT count(*) FROM customers WHERE customer_id = 1", pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil {
+	if err := other.QueryRow(ctx, lookup, pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	select {
