@@ -168,6 +168,43 @@ func TestPlannedSwitchoverUnderPgbench(t *testing.T) {
 	awaitRejoined(t, before.Primary, 60*time.Second)
 }
 
+// TestSwitchoverLetsOpenTransactionsFinish: a transaction under way when
+// a switchover begins commits on the old primary: the switchover waits
+// for it before fencing.
+func TestSwitchoverLetsOpenTransactionsFinish(t *testing.T) {
+	startWorker(t, "e2e-drain", true)
+	before := settled(t)
+	addr := cluster.Info().Router
+	ensureTable(t, addr)
+	conn := routerConn(t, addr)
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO ha_writes VALUES (-1, 'open transaction')"); err != nil {
+		t.Fatal(err)
+	}
+	run := startWorkflow(t, workflows.SwitchoverID(shard), workflows.SwitchoverName, workflows.SwitchoverInput{Shard: shard})
+	time.Sleep(500 * time.Millisecond) // the switchover waits meanwhile
+	if _, err := tx.Exec(ctx, "INSERT INTO ha_writes VALUES (-2, 'open transaction')"); err != nil {
+		t.Fatalf("a statement of a transaction open when the switchover began: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("committing a transaction open when the switchover began: %v", err)
+	}
+	var res workflows.SwitchoverResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("statements held %d ms; steps: %s", res.PauseMillis, strings.Join(res.Steps, "; "))
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM ha_writes WHERE id IN (-1, -2)").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows of the transaction after the switchover: %d, %v; want 2", n, err)
+	}
+	awaitRejoined(t, before.Primary, 60*time.Second)
+}
+
 // TestFailoverAfterPrimaryCrash: kill -9 of the primary (its host lost)
 // under a steady write load, through two routers, one buffering and one
 // not: writes resume within seconds, no acknowledged write is lost, and

@@ -65,6 +65,18 @@ func fence(ctx workflow.Context, b budget, shard, instance string) (activities.F
 	return r, err
 }
 
+// drainWait bounds how long a switchover lets open transactions finish
+// before it fences the old primary; routers hold new statements
+// meanwhile, so it adds to the pause.
+const drainWait = 2 * time.Second
+
+func drain(ctx workflow.Context, shard, instance string) (int, error) {
+	var open int
+	in := activities.DrainInput{Shard: shard, Instance: instance, Wait: drainWait}
+	err := workflow.ExecuteActivity(budget{drainWait + 5*time.Second, 1}.ctx(ctx), acts.DrainTransactions, in).Get(ctx, &open)
+	return open, err
+}
+
 func unfence(ctx workflow.Context, shard, instance string) error {
 	return workflow.ExecuteActivity(normal.ctx(ctx), acts.UnfenceInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, nil)
 }

@@ -159,6 +159,11 @@ func (f *fakeShard) stub() {
 		n.Fenced, n.Writable = true, false
 		return activities.FenceResult{CurrentLSN: n.CurrentLSN}, nil
 	})
+	on(acts.DrainTransactions, func(_ context.Context, in activities.DrainInput) (int, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return 0, f.did("DrainTransactions", in.Instance)
+	})
 	on(acts.UnfenceInstance, func(_ context.Context, in activities.InstanceInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -18,19 +18,20 @@ func Register(r worker.Registry, a *activities.Activities) {
 	r.RegisterWorkflowWithOptions(Rejoin, workflow.RegisterOptions{Name: RejoinName})
 	r.RegisterWorkflowWithOptions(RepairShard, workflow.RegisterOptions{Name: RepairShardName})
 	for name, fn := range map[string]any{
-		"InspectShard":    a.InspectShard,
-		"FenceInstance":   a.FenceInstance,
-		"UnfenceInstance": a.UnfenceInstance,
-		"PromoteInstance": a.PromoteInstance,
-		"FollowPrimary":   a.FollowPrimary,
-		"RewindInstance":  a.RewindInstance,
-		"WaitForReplay":   a.WaitForReplay,
-		"AwaitStreaming":  a.AwaitStreaming,
-		"PublishPrimary":  a.PublishPrimary,
-		"SetBuffer":       a.SetBuffer,
-		"ClearBuffer":     a.ClearBuffer,
-		"StoreDurability": a.StoreDurability,
-		"ApplyDurability": a.ApplyDurability,
+		"InspectShard":      a.InspectShard,
+		"DrainTransactions": a.DrainTransactions,
+		"FenceInstance":     a.FenceInstance,
+		"UnfenceInstance":   a.UnfenceInstance,
+		"PromoteInstance":   a.PromoteInstance,
+		"FollowPrimary":     a.FollowPrimary,
+		"RewindInstance":    a.RewindInstance,
+		"WaitForReplay":     a.WaitForReplay,
+		"AwaitStreaming":    a.AwaitStreaming,
+		"PublishPrimary":    a.PublishPrimary,
+		"SetBuffer":         a.SetBuffer,
+		"ClearBuffer":       a.ClearBuffer,
+		"StoreDurability":   a.StoreDurability,
+		"ApplyDurability":   a.ApplyDurability,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -90,6 +90,12 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 		return SwitchoverResult{}, failed(cause, format, args...)
 	}
 
+	p.step("letting transactions open on %s finish (up to %s)", old, drainWait)
+	if open, err := drain(ctx, in.Shard, old); err != nil {
+		p.step("could not count open transactions on %s (%s); going on", old, errText(err))
+	} else if open > 0 {
+		p.step("%d transactions still open on %s end with the fence", open, old)
+	}
 	p.step("fencing old primary %s", old)
 	// Set before the call: a fence whose answer was lost still fenced.
 	fenced = true
