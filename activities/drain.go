@@ -2,8 +2,8 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"strconv"
 	"time"
 
