@@ -116,6 +116,13 @@ func (a *Activities) InspectShard(ctx context.Context, shard string) (ShardView,
 		wg.Go(func() { view.Instances[i] = a.probe(ctx, rec) })
 	}
 	wg.Wait()
+	// A worker stopping cancels its activities: the probes then failed
+	// for that reason, not because the instances are gone, and a view
+	// showing them all unreachable would mislead the workflow. The
+	// activity fails instead, and runs again on another worker.
+	if err := ctx.Err(); err != nil {
+		return ShardView{}, err
+	}
 	return view, nil
 }
 

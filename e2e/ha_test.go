@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/tesseradb/tessera/router"
@@ -53,12 +54,34 @@ func instanceStatus(t *testing.T, id string) (*pb.InstanceStatus, error) {
 	return nil, fmt.Errorf("no sidecar for %s", id)
 }
 
-// settled waits until the admin has adopted the shard and the primary
-// enforces the default policy (sync): a replica confirms each commit.
+// settled waits until the admin has adopted the shard, the primary
+// enforces the default policy (sync: a replica confirms each commit) with
+// both replicas streaming, every instance serves, and no workflow runs
+// (a rejoin or repair a previous test caused).
 func settled(t *testing.T) store.ShardState {
 	t.Helper()
 	var st store.ShardState
-	eventually(t, 60*time.Second, "the shard has a recorded primary enforcing sync durability", func() error {
+	eventually(t, 90*time.Second, "the shard has a recorded primary enforcing sync durability", func() error {
+		open, err := tc.ListOpenWorkflow(context.Background(), &workflowservice.ListOpenWorkflowExecutionsRequest{Namespace: "default", MaximumPageSize: 10})
+		if err != nil {
+			return err
+		}
+		if n := len(open.Executions); n > 0 {
+			return fmt.Errorf("%d workflows run, such as %s", n, open.Executions[0].Execution.WorkflowId)
+		}
+		recs, err := cluster.Store().ListRecords(context.Background(), store.KindSidecar)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			s, err := instanceStatus(t, r.InstanceID)
+			if err != nil {
+				return err
+			}
+			if h := s.GetHealth(); !h.GetServing() || h.GetError() != "" {
+				return fmt.Errorf("%s is not serving: %v", r.InstanceID, h)
+			}
+		}
 		st = shardState(t)
 		if st.Primary == "" {
 			return fmt.Errorf("no primary recorded")
@@ -233,9 +256,21 @@ func TestFailoverAfterPrimaryCrash(t *testing.T) {
 		promoted = time.Now()
 		return nil
 	})
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var res workflows.FailoverResult
+		err := tc.GetWorkflow(context.Background(), workflows.FailoverID(shard), "").Get(context.Background(), &res)
+		t.Logf("failover: %v; steps: %s", err, strings.Join(res.Steps, "; "))
+		for _, id := range []string{"shard-0-0", "shard-0-1", "shard-0-2"} {
+			s, err := instanceStatus(t, id)
+			t.Logf("%s: %v %v", id, s, err)
+		}
+	})
 	eventually(t, 30*time.Second, "writes succeed again through both routers", func() error {
 		if !withBuffer.ackedAfter(promoted) || !without.ackedAfter(promoted) {
-			return fmt.Errorf("some writer has had no write acknowledged since the new primary was published")
+			return fmt.Errorf("some writer has had no write acknowledged since the new primary was published (%v; %v)", withBuffer, without)
 		}
 		return nil
 	})

@@ -60,6 +60,7 @@ func run(m *testing.M) int {
 		BasePort:   29433,
 		EtcdPort:   -1,
 		RouterPort: -1,
+		Logger:     slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {
 		log.Print(err)

@@ -44,7 +44,8 @@ func TestOperatorCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("tessera failover --json printed %q: %v", out, err)
 	}
-	if !strings.Contains(steps, "promoting") || res.OldPrimary != before.Primary || res.NewPrimary == before.Primary {
+	if !strings.Contains(steps, "started workflow failover-"+shard) || !strings.Contains(strings.Join(res.Steps, "\n"), "promoting") ||
+		res.OldPrimary != before.Primary || res.NewPrimary == before.Primary {
 		t.Fatalf("tessera failover: result %+v; steps printed:\n%s", res, steps)
 	}
 	awaitRejoined(t, before.Primary, 90*time.Second)

@@ -140,6 +140,8 @@ func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bo
 			return chunk, stripped, err
 		}
 		switch typ {
+		case msgErrorResponse:
+			demoteFatal(chunk[start:])
 		case msgParseComplete:
 			if stripped < strip {
 				stripped++

@@ -107,3 +107,31 @@ func frontendEnding(b []byte) (byte, error) {
 	}
 	return last, nil
 }
+
+// demoteFatal rewrites, in place, the severity of an ErrorResponse from
+// FATAL or PANIC to ERROR. A backend that ends with FATAL (terminated,
+// its postmaster gone, an admin shutdown) ends only that backend: the
+// router's session with its client lives on and takes another backend,
+// so the client must not read it as the end of its connection, which
+// drivers do on FATAL. Both spellings have five letters, so the message
+// keeps its length.
+func demoteFatal(msg []byte) {
+	if len(msg) < 5 {
+		return
+	}
+	b := msg[5:]
+	for len(b) > 1 {
+		field := b[0]
+		end := 1
+		for end < len(b) && b[end] != 0 {
+			end++
+		}
+		if v := b[1:end]; (field == 'S' || field == 'V') && (string(v) == "FATAL" || string(v) == "PANIC") {
+			copy(v, "ERROR")
+		}
+		if end >= len(b) {
+			return
+		}
+		b = b[end+1:]
+	}
+}
