@@ -53,7 +53,11 @@ type Config struct {
 	Temporal TemporalStarter
 	// BinDir holds the Postgres binaries; empty means discover them.
 	BinDir string
-	Logger *slog.Logger
+	// LowDiskBytes is the sidecars' low-disk threshold (their default
+	// when 0): below it an instance reports low disk and routers refuse
+	// writes to it. Drills and tests raise it to see that happen.
+	LowDiskBytes uint64
+	Logger       *slog.Logger
 }
 
 var shardName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,40}$`)

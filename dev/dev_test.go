@@ -2,6 +2,7 @@ package dev_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tesseradb/tessera/dev"
 	"github.com/tesseradb/tessera/topo/store"
@@ -169,4 +171,53 @@ func shardOf(info dev.Info, uid string) *dev.ShardInfo {
 		}
 	}
 	return nil
+}
+
+// TestLowDiskRefusesWrites: an instance whose sidecar reports low disk is
+// read-only for writes through the router (53100); reads go on.
+func TestLowDiskRefusesWrites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base, err := os.MkdirTemp("", "dev-lowdisk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	os.Chmod(base, 0o755)
+	c, err := dev.Start(ctx, dev.Config{
+		DataDir:      filepath.Join(base, "data"),
+		Shards:       1,
+		NoReplicas:   true,
+		BasePort:     26433,
+		EtcdPort:     -1,
+		RouterPort:   -1,
+		LowDiskBytes: 1 << 62, // every disk is low
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	conn, err := pgx.Connect(ctx, "postgres://postgres:postgres@"+c.Info().Router+"/postgres?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("a read on a shard low on disk: %v", err)
+	}
+	var pe *pgconn.PgError
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err = conn.Exec(ctx, "CREATE TABLE filler (x int)")
+		if errors.As(err, &pe) && pe.Code == "53100" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a write on a shard low on disk: %v, want 53100", err)
+		}
+		// The router learns of the low disk from the health stream.
+		conn.Exec(ctx, "DROP TABLE IF EXISTS filler")
+		time.Sleep(100 * time.Millisecond)
+	}
 }

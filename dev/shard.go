@@ -218,6 +218,7 @@ func (c *Cluster) startSidecar(ctx context.Context, uid string, in *instance) er
 		Store:             c.store,
 		Logger:            c.log,
 		HealthInterval:    healthInterval,
+		LowDiskBytes:      c.cfg.LowDiskBytes,
 	})
 	if err != nil {
 		return err
