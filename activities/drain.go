@@ -34,6 +34,7 @@ WHERE backend_type = 'client backend' AND xact_start IS NOT NULL AND pid <> pg_b
 // session: transactions that were under way then finish instead of
 // failing.
 func (a *Activities) DrainTransactions(ctx context.Context, in DrainInput) (int, error) {
+	defer heartbeating(ctx)()
 	_, c, err := a.dial(ctx, in.Shard, in.Instance)
 	if err != nil {
 		return 0, err

@@ -71,6 +71,7 @@ type DurabilityInput struct {
 // ApplyDurability sets synchronous_standby_names on the shard's primary
 // as its recorded policy requires and returns the value set.
 func (a *Activities) ApplyDurability(ctx context.Context, in DurabilityInput) (string, error) {
+	defer heartbeating(ctx)()
 	st, err := a.shardState(ctx, in.Shard)
 	if err != nil {
 		return "", err

@@ -99,6 +99,7 @@ func (v ShardView) ReportedPrimaries() []string {
 // view as unreachable, not an error: deciding what to do about them is
 // the workflow's business.
 func (a *Activities) InspectShard(ctx context.Context, shard string) (ShardView, error) {
+	defer heartbeating(ctx)()
 	if shard == "" {
 		return ShardView{}, Refuse(invalidParameter, "a shard is required")
 	}

@@ -32,6 +32,7 @@ type FenceResult struct {
 // FenceInstance makes an instance read-only and ends its client sessions
 // (pgmanager's Fence). Fencing a fenced instance does nothing more.
 func (a *Activities) FenceInstance(ctx context.Context, in InstanceInput) (FenceResult, error) {
+	defer heartbeating(ctx)()
 	_, c, err := a.dial(ctx, in.Shard, in.Instance)
 	if err != nil {
 		return FenceResult{}, err
@@ -45,6 +46,7 @@ func (a *Activities) FenceInstance(ctx context.Context, in InstanceInput) (Fence
 
 // UnfenceInstance makes a fenced instance writable again.
 func (a *Activities) UnfenceInstance(ctx context.Context, in InstanceInput) error {
+	defer heartbeating(ctx)()
 	_, c, err := a.dial(ctx, in.Shard, in.Instance)
 	if err != nil {
 		return err
@@ -58,6 +60,7 @@ func (a *Activities) UnfenceInstance(ctx context.Context, in InstanceInput) erro
 // PromoteInstance promotes a replica; promoting a primary succeeds at
 // once, so a retried promotion is harmless.
 func (a *Activities) PromoteInstance(ctx context.Context, in InstanceInput) error {
+	defer heartbeating(ctx)()
 	_, c, err := a.dial(ctx, in.Shard, in.Instance)
 	if err != nil {
 		return err
@@ -79,6 +82,7 @@ type FollowInput struct {
 // FollowPrimary: slot, primary_conninfo, reload). A replica that already
 // follows it is left streaming.
 func (a *Activities) FollowPrimary(ctx context.Context, in FollowInput) error {
+	defer heartbeating(ctx)()
 	ep, c, err := a.followTarget(ctx, in)
 	if err != nil {
 		return err
@@ -93,6 +97,7 @@ func (a *Activities) FollowPrimary(ctx context.Context, in FollowInput) error {
 // replica of the primary with pg_rewind (pgmanager's Rewind), which only
 // restarts it when the histories have not forked: it is safe to repeat.
 func (a *Activities) RewindInstance(ctx context.Context, in FollowInput) error {
+	defer heartbeating(ctx)()
 	ep, c, err := a.followTarget(ctx, in)
 	if err != nil {
 		return err
@@ -135,6 +140,7 @@ type ReplayInput struct {
 // WaitForReplay waits until the instance has replayed WAL up to in.LSN
 // and returns how far it has; it fails when the activity's time is up.
 func (a *Activities) WaitForReplay(ctx context.Context, in ReplayInput) (pgmanager.LSN, error) {
+	defer heartbeating(ctx)()
 	_, c, err := a.dial(ctx, in.Shard, in.Instance)
 	if err != nil {
 		return 0, err
@@ -160,6 +166,7 @@ func (a *Activities) WaitForReplay(ctx context.Context, in ReplayInput) (pgmanag
 // AwaitStreaming waits until the primary reports in.Instance among its
 // streaming replicas; it fails when the activity's time is up.
 func (a *Activities) AwaitStreaming(ctx context.Context, in FollowInput) error {
+	defer heartbeating(ctx)()
 	_, c, err := a.dial(ctx, in.Shard, in.Primary)
 	if err != nil {
 		return err

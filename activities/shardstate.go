@@ -27,6 +27,7 @@ var errUnchanged = errors.New("unchanged")
 // in.Expected nor in.Primary, another operation moved the primary
 // meanwhile, and this one must not overwrite it.
 func (a *Activities) PublishPrimary(ctx context.Context, in PublishInput) (store.ShardState, error) {
+	defer heartbeating(ctx)()
 	if in.Shard == "" || in.Primary == "" {
 		return store.ShardState{}, Refuse(invalidParameter, "shard and primary are required")
 	}
@@ -61,6 +62,7 @@ type BufferInput struct {
 // SetBuffer sets the shard's buffer signal until now+in.For and returns
 // when it was set, by this worker's clock. Running it again moves Until.
 func (a *Activities) SetBuffer(ctx context.Context, in BufferInput) (time.Time, error) {
+	defer heartbeating(ctx)()
 	if in.Shard == "" || in.Reason == "" || in.For <= 0 {
 		return time.Time{}, Refuse(invalidParameter, "shard, reason and a positive duration are required")
 	}
@@ -79,6 +81,7 @@ func (a *Activities) SetBuffer(ctx context.Context, in BufferInput) (time.Time, 
 // signal someone else set is theirs to clear) and returns when, by this
 // worker's clock.
 func (a *Activities) ClearBuffer(ctx context.Context, in BufferInput) (time.Time, error) {
+	defer heartbeating(ctx)()
 	_, err := a.cfg.Store.UpdateShardState(ctx, in.Shard, func(s *store.ShardState) error {
 		if s.Buffer == nil || s.Buffer.Reason != in.Reason {
 			return errUnchanged
@@ -100,6 +103,7 @@ type PolicyInput struct {
 
 // StoreDurability records the shard's durability policy in ShardState.
 func (a *Activities) StoreDurability(ctx context.Context, in PolicyInput) (store.ShardState, error) {
+	defer heartbeating(ctx)()
 	if err := in.Policy.Check(); err != nil {
 		return store.ShardState{}, passOn(err)
 	}

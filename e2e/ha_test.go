@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -302,40 +303,47 @@ func TestFailoverAfterPrimaryCrash(t *testing.T) {
 	settled(t)
 }
 
-// TestWorkerKilledMidFailover: the worker running a failover stops in the
-// middle; the workflow finishes when another worker starts.
+// TestWorkerKilledMidFailover: the worker running a failover is killed
+// (SIGKILL, a process of its own) in the middle; the workflow finishes
+// when another worker starts: the step the dead worker was running times
+// out on its heartbeat and runs again on the new one.
 func TestWorkerKilledMidFailover(t *testing.T) {
 	settle := startWorker(t, "e2e-settle", true)
 	before := settled(t)
 	settle()
-	// Only a worker without an admin runs the failover, so that nothing
-	// else acts on the shard meanwhile.
-	stop := startWorker(t, "e2e-first", false)
+	// Only this worker, without an admin, runs the failover, so that
+	// nothing else acts on the shard meanwhile.
+	first := workerProcess(t, "e2e-first")
 	run := startWorkflow(t, workflows.FailoverID(shard), workflows.FailoverName,
 		workflows.FailoverInput{Shard: shard, Force: true, Reason: "e2e: worker killed mid-failover"})
-	// Stop the worker as soon as the workflow has made progress.
-	eventually(t, 30*time.Second, "the failover makes progress", func() error {
+	// Kill the worker as soon as the workflow has begun its steps.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		v, err := tc.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.StepQuery)
-		if err != nil {
-			return err
-		}
 		var step string
-		if err := v.Get(&step); err != nil {
-			return err
+		if err == nil {
+			err = v.Get(&step)
 		}
-		if step == "" || strings.HasPrefix(step, "starting") {
-			return fmt.Errorf("step %q", step)
+		if err == nil && step != "" {
+			first.Process.Kill()
+			first.Wait()
+			t.Logf("killed the worker at step %q", step)
+			break
 		}
-		t.Logf("stopping the worker at step %q", step)
-		return nil
-	})
-	stop()
+		if time.Now().After(deadline) {
+			t.Fatalf("the failover made no progress: step %q, %v", step, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	time.Sleep(2 * time.Second)
 	desc, err := tc.DescribeWorkflowExecution(context.Background(), run.GetID(), run.GetRunID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("with no worker the workflow is %v", desc.WorkflowExecutionInfo.Status)
+	if st := desc.WorkflowExecutionInfo.Status; st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("with its worker killed the workflow is %v, want running", st)
+	}
+	restarted := time.Now()
 	startWorker(t, "e2e-second", true)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -343,7 +351,8 @@ func TestWorkerKilledMidFailover(t *testing.T) {
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatalf("failover after the worker came back: %v", err)
 	}
-	t.Logf("failover %s -> %s; steps: %s", res.OldPrimary, res.NewPrimary, strings.Join(res.Steps, "; "))
+	t.Logf("failover %s -> %s finished %v after a new worker started; steps: %s", res.OldPrimary, res.NewPrimary,
+		time.Since(restarted).Round(time.Millisecond), strings.Join(res.Steps, "; "))
 	if after := shardState(t); after.Primary == before.Primary || after.Primary != res.NewPrimary {
 		t.Fatalf("primary before %s, after %s, result %+v", before.Primary, after.Primary, res)
 	}

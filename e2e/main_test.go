@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/tesseradb/tessera/dev"
 	"github.com/tesseradb/tessera/dev/temporal"
+	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/worker"
 )
 
@@ -38,6 +41,9 @@ func run(m *testing.M) int {
 	if os.Getenv(resumeDBEnv) != "" {
 		// The child process of TestResumeFromDBFile needs no cluster.
 		return m.Run()
+	}
+	if cfg := os.Getenv(workerEnv); cfg != "" {
+		return runWorkerProcess(cfg)
 	}
 	base, err := os.MkdirTemp("", "e2e-")
 	if err != nil {
@@ -102,6 +108,59 @@ func startWorker(t *testing.T, id string, admin bool) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// workerEnv, when set to a JSON worker.Config, makes the test binary run
+// that worker until it is killed: a worker in a process of its own.
+const workerEnv = "TESSERA_E2E_WORKER"
+
+func runWorkerProcess(cfgJSON string) int {
+	var cfg worker.Config
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		log.Print(err)
+		return 2
+	}
+	if err := worker.Run(context.Background(), cfg); err != nil {
+		log.Print(err)
+		return 1
+	}
+	return 0
+}
+
+// workerProcess starts a worker without an admin in a child process, and
+// waits until it has registered.
+func workerProcess(t *testing.T, id string) *exec.Cmd {
+	t.Helper()
+	cfg, _ := json.Marshal(worker.Config{
+		TemporalAddr:  temporalSrv.FrontendAddr(),
+		EtcdEndpoints: cluster.Info().Etcd,
+		Cluster:       cluster.Info().Cluster,
+		Secret:        cluster.Secret(),
+		ID:            id,
+	})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workerEnv+"="+string(cfg))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	eventually(t, 30*time.Second, "the worker process registers", func() error {
+		recs, err := cluster.Store().ListRecords(context.Background(), store.KindWorker)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.ID == id {
+				return nil
+			}
+		}
+		return fmt.Errorf("no worker %s yet", id)
+	})
+	return cmd
 }
 
 func routerConn(t *testing.T, addr string) *pgx.Conn {

@@ -41,9 +41,15 @@ var (
 	streaming = budget{30 * time.Second, 1}
 )
 
+// heartbeatTimeout: an attempt whose worker stopped heartbeating this
+// long (it died) is retried on another worker. Activities heartbeat
+// every second while they run.
+const heartbeatTimeout = 5 * time.Second
+
 func (b budget) ctx(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: b.timeout,
+		HeartbeatTimeout:    heartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    500 * time.Millisecond,
 			BackoffCoefficient: 2,
