@@ -22,6 +22,10 @@ type clientConn struct {
 	srv *Server
 	nc  net.Conn
 	rd  reader
+	// w is written by the connection's goroutine and, once the session
+	// is pinned, by the backend sessions' listeners delivering
+	// notifications (pushAsync); wmu orders them.
+	wmu sync.Mutex
 	w   *bufio.Writer
 	// out holds messages the router composed itself; they are written
 	// before anything forwarded next, which keeps answers in order.
@@ -156,6 +160,8 @@ func (c *clientConn) fatal(err error) {
 }
 
 func (c *clientConn) flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if len(c.out) > 0 {
 		if _, err := c.w.Write(c.out); err != nil {
 			return err
@@ -167,6 +173,8 @@ func (c *clientConn) flush() error {
 
 // write forwards answer bytes after what the router queued itself.
 func (c *clientConn) write(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if len(c.out) > 0 {
 		if _, err := c.w.Write(c.out); err != nil {
 			return err
@@ -175,6 +183,18 @@ func (c *clientConn) write(b []byte) error {
 	}
 	_, err := c.w.Write(b)
 	return err
+}
+
+// pushAsync delivers messages a pinned backend sent while the session was
+// idle (NotificationResponse, NoticeResponse) to the client at once, as
+// Postgres does, between whole messages of whatever else is under way.
+// A write error is left for the connection's goroutine to meet.
+func (c *clientConn) pushAsync(msgs []byte) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.w.Write(msgs); err == nil {
+		c.w.Flush()
+	}
 }
 
 // close ends the backend streams: the sidecars roll back what the session

@@ -119,10 +119,10 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 			c.failTx()
 			return true, nil
 		}
-		if bufferable && f.unwritten() && res.TxStatus != pb.TxStatus_IN_TRANSACTION && qualifies(firstErrorCode(f.held)) && c.srv.buffers.failed(shard, &t) {
+		if bufferable && f.unwritten() && res.TxStatus != pb.TxStatus_IN_TRANSACTION && c.primaryRefused(b, firstErrorCode(f.held)) && c.srv.buffers.failed(shard, &t) {
 			// The primary refused before running anything; the answer is
-			// dropped and the statement waits for the next primary.
-			c.dropSession(b)
+			// dropped and the statement waits for the next primary. The
+			// session stays: session() moves it if the primary changes.
 			continue
 		}
 		if err := f.finish(res.CopyIn); err != nil {
@@ -132,9 +132,28 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 			c.copyIn = b
 			return false, nil
 		}
+		if c.sessionPinned {
+			// The backend may now speak unasked (LISTEN): deliver that
+			// while the client is idle too.
+			b.sess.Listen(c.pushAsync)
+		}
 		c.adoptStatus(b.shard, res.TxStatus)
 		return f.failed || res.TxStatus == pb.TxStatus_FAILED, nil
 	}
+}
+
+// primaryRefused reports whether an answer's first error says the
+// primary refused the statement without running it because of its own
+// state: it could not connect to Postgres, or Postgres was starting or
+// stopping, or it is read-only. A read-only error counts only when the
+// instance's health says it no longer takes writes (fenced, demoted):
+// the client's own read-only transaction (SET SESSION CHARACTERISTICS AS
+// TRANSACTION READ ONLY) gets the same 25006, and that is its answer.
+func (c *clientConn) primaryRefused(b *backendSession, code string) bool {
+	if !qualifies(code) {
+		return false
+	}
+	return code != "25006" || !b.inst.writable()
 }
 
 // adoptStatus follows a transaction a shard reports that the router did

@@ -349,37 +349,66 @@ func TestCancelThroughAnotherRouter(t *testing.T) {
 }
 
 // TestNotificationsReachTheListener: LISTEN pins the session; a NOTIFY
-// from another session reaches the listener with its next statement, as
-// psql sees notifications.
+// from another session reaches the listener while it waits, idle, as it
+// does from Postgres (pgx's WaitForNotification, psycopg's notifies).
 func TestNotificationsReachTheListener(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := pgx.ParseConfig(dsn("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan string, 1)
-	cfg.OnNotification = func(_ *pgconn.PgConn, n *pgconn.Notification) { got <- n.Channel + ":" + n.Payload }
+	got := make(chan *pgconn.Notification, 4)
+	cfg.OnNotification = func(_ *pgconn.PgConn, n *pgconn.Notification) { got <- n }
 	listener, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer listener.Close(ctx)
+	next := func(what string) *pgconn.Notification {
+		t.Helper()
+		select {
+		case n := <-got:
+			return n
+		default:
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := listener.PgConn().WaitForNotification(wctx); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return <-got
+	}
 	if _, err := listener.Exec(ctx, "LISTEN tessera_news"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := connect(t, "postgres").Exec(ctx, "NOTIFY tessera_news, 'hello'"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := listener.Exec(ctx, "SELECT 1"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case n := <-got:
-		if n != "tessera_news:hello" {
-			t.Errorf("notification %q", n)
+	notifier := connect(t, "postgres")
+	// While the listener is idle, waiting: the notification comes unasked.
+	for i, payload := range []string{"hello", "again"} {
+		sent := make(chan error, 1)
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			_, err := notifier.Exec(ctx, "NOTIFY tessera_news, '"+payload+"'")
+			sent <- err
+		}()
+		n := next(fmt.Sprintf("notification %d", i))
+		if err := <-sent; err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no notification")
+		if n.Channel != "tessera_news" || n.Payload != payload {
+			t.Errorf("notification %d: %s %q", i, n.Channel, n.Payload)
+		}
+	}
+	// The session goes on normally, and a notification sent meanwhile
+	// arrives with a statement's answer too.
+	if _, err := notifier.Exec(ctx, "NOTIFY tessera_news, 'third'"); err != nil {
+		t.Fatal(err)
+	}
+	var x int
+	if err := listener.QueryRow(ctx, "SELECT 41 + 1").Scan(&x); err != nil || x != 42 {
+		t.Fatalf("a statement after notifications: %d, %v", x, err)
+	}
+	if n := next("third notification"); n.Payload != "third" {
+		t.Fatalf("third notification: %q", n.Payload)
 	}
 }
 

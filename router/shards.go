@@ -250,6 +250,16 @@ func (s *shards) pick(shard string, replica bool) (*instance, error) {
 	return candidates[0], nil
 }
 
+// writable reports whether the instance last said it takes writes; an
+// instance not heard from yet is taken at its word (its record's role).
+func (in *instance) writable() bool {
+	h := in.health.Load()
+	if h == nil {
+		return in.rec.Role == store.RolePrimary
+	}
+	return h.Writable
+}
+
 func (in *instance) serving() bool {
 	h := in.health.Load()
 	return h != nil && h.Serving

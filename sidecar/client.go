@@ -54,6 +54,14 @@ func (c *Client) Close() error { return c.conn.Close() }
 type ClientSession struct {
 	stream clientStream
 	cancel func()
+	// frames, once Listen ran, carries every response that is not async,
+	// read from the stream by Listen's goroutine.
+	frames chan frame
+}
+
+type frame struct {
+	resp *pb.SessionResponse
+	err  error
 }
 
 // clientStream is what a ClientSession needs of its transport.
@@ -102,7 +110,7 @@ func (s *ClientSession) Run(batch *pb.Batch, fn func(chunk []byte) error) (Resul
 		return Result{}, ErrorFromStatus(err)
 	}
 	for {
-		resp, err := s.stream.Recv()
+		resp, err := s.recv()
 		if err != nil {
 			return Result{}, ErrorFromStatus(err)
 		}
@@ -117,6 +125,54 @@ func (s *ClientSession) Run(batch *pb.Batch, fn func(chunk []byte) error) (Resul
 	}
 }
 
+// Listen passes the asynchronous messages (notifications, notices) that
+// the sidecar sends while the session is idle to fn, as they come, from a
+// goroutine of its own, until the session ends. Run goes on receiving
+// its answers in order. A router calls it once a client's session is
+// pinned to its backend, which is when Postgres may speak unasked.
+func (s *ClientSession) Listen(fn func(msgs []byte)) {
+	if s.frames != nil {
+		return
+	}
+	s.frames = make(chan frame, 4)
+	go func() {
+		defer close(s.frames)
+		for {
+			resp, err := s.stream.Recv()
+			if err == nil && resp.Async {
+				fn(resp.Backend)
+				continue
+			}
+			s.frames <- frame{resp, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// recv returns the next response that answers a batch.
+func (s *ClientSession) recv() (*pb.SessionResponse, error) {
+	if s.frames == nil {
+		for {
+			resp, err := s.stream.Recv()
+			if err != nil || !resp.Async {
+				return resp, err
+			}
+			// Without Listen, a notification sent while idle goes out with
+			// the next answer, as it would before.
+			if len(resp.Backend) > 0 {
+				return &pb.SessionResponse{Backend: resp.Backend}, nil
+			}
+		}
+	}
+	f, ok := <-s.frames
+	if !ok {
+		return nil, io.EOF
+	}
+	return f.resp, f.err
+}
+
 // Close ends the session and waits for the sidecar to finish with it.
 func (s *ClientSession) Close() error {
 	defer s.cancel()
@@ -124,7 +180,7 @@ func (s *ClientSession) Close() error {
 		return err
 	}
 	for {
-		if _, err := s.stream.Recv(); err != nil {
+		if _, err := s.recv(); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}

@@ -28,6 +28,10 @@ type session struct {
 	copyIn        bool     // COPY FROM STDIN waits for data
 	timer         *time.Timer
 	timedOut      bool // the idle-in-transaction timeout ended the session
+
+	// watcher forwards what the session-pinned backend says between
+	// batches (async.go); only the session goroutine touches this field.
+	watcher *watcher
 }
 
 // sessionStream is what a session needs of its transport: the Session
@@ -64,8 +68,15 @@ func (s *Server) serveSession(stream sessionStream, open *pb.Open) error {
 		if batch == nil {
 			return pgerr.New(pgerr.ProtocolViolation, "expected a batch")
 		}
+		sess.unwatch()
 		if err := sess.batch(stream.Context(), batch); err != nil {
 			return err
+		}
+		sess.mu.Lock()
+		b, keep := sess.pinned, sess.sessionPinned && !sess.copyIn && !sess.timedOut
+		sess.mu.Unlock()
+		if b != nil && keep {
+			sess.watch(b)
 		}
 	}
 }
@@ -256,6 +267,7 @@ func (sess *session) armIdleTimeout(b *backend) {
 // session left is rolled back, a COPY is failed, a session-pinned backend
 // is reset; a backend that cannot be cleaned is closed.
 func (sess *session) end() {
+	sess.unwatch()
 	sess.mu.Lock()
 	if sess.timer != nil {
 		sess.timer.Stop()

@@ -1,7 +1,9 @@
 package sidecar_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -340,5 +342,49 @@ func TestBatchResentWhenAnIdleBackendDied(t *testing.T) {
 	}
 	if got := query(t, a, pb.Mode_STATEMENT, "SELECT pg_backend_pid()").one(t); got == pid {
 		t.Fatal("the dead backend was reused")
+	}
+}
+
+// A session-pinned backend's notifications reach a listening client while
+// the session is idle, and the session's next batches answer normally;
+// without Listen they come with the next answer.
+func TestNotificationsWhileIdle(t *testing.T) {
+	t.Parallel()
+	srv := startSidecar(t, shared, sidecar.PoolConfig{})
+	c := dial(t, srv)
+	listener, notifier := open(t, c), open(t, c)
+	query(t, listener, pb.Mode_SESSION, "LISTEN idle_news")
+	got := make(chan []byte, 4)
+	listener.Listen(func(msgs []byte) { got <- append([]byte(nil), msgs...) })
+	query(t, notifier, pb.Mode_STATEMENT, "NOTIFY idle_news, 'ping'")
+	select {
+	case msgs := <-got:
+		if len(msgs) == 0 || msgs[0] != 'A' || !bytes.Contains(msgs, []byte("idle_news\x00ping\x00")) {
+			t.Fatalf("async message %q, want a NotificationResponse for idle_news", msgs)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification while the session was idle")
+	}
+	for i := range 3 {
+		if got := query(t, listener, pb.Mode_SESSION, fmt.Sprintf("SELECT %d", i)).one(t); got != fmt.Sprint(i) {
+			t.Fatalf("batch %d after a notification: %q", i, got)
+		}
+	}
+
+	// A session that does not listen gets the notification in its next
+	// answer, before ReadyForQuery.
+	plain := open(t, c)
+	query(t, plain, pb.Mode_SESSION, "LISTEN plain_news")
+	query(t, notifier, pb.Mode_STATEMENT, "NOTIFY plain_news, 'later'")
+	time.Sleep(200 * time.Millisecond)
+	var raw bytes.Buffer
+	if _, err := plain.Run(&pb.Batch{Mode: pb.Mode_SESSION, Frontend: encode(t, &pgproto3.Query{String: "SELECT 1"})}, func(b []byte) error {
+		raw.Write(b)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw.Bytes(), []byte("plain_news\x00later\x00")) {
+		t.Fatalf("the answer after a notification does not carry it: %q", raw.Bytes())
 	}
 }

@@ -480,8 +480,12 @@ type SessionResponse struct {
 	CopyIn bool `protobuf:"varint,4,opt,name=copy_in,json=copyIn,proto3" json:"copy_in,omitempty"`
 	// On the framed session connection only (see SessionHello): the session
 	// ended with this error, as a gRPC status would say.
-	ErrorCode     string `protobuf:"bytes,5,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
-	ErrorMessage  string `protobuf:"bytes,6,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ErrorCode    string `protobuf:"bytes,5,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage string `protobuf:"bytes,6,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// async: backend holds asynchronous messages (NotificationResponse,
+	// NoticeResponse, ParameterStatus) that a session-pinned backend sent
+	// while the session was idle, between batches; they answer no batch.
+	Async         bool `protobuf:"varint,7,opt,name=async,proto3" json:"async,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -556,6 +560,13 @@ func (x *SessionResponse) GetErrorMessage() string {
 		return x.ErrorMessage
 	}
 	return ""
+}
+
+func (x *SessionResponse) GetAsync() bool {
+	if x != nil {
+		return x.Async
+	}
+	return false
 }
 
 // SessionHello opens a session on the sidecar's framed session port, a
@@ -1460,7 +1471,7 @@ const file_sidecar_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1d\n" +
 	"\n" +
-	"param_oids\x18\x03 \x03(\rR\tparamOids\"\xd7\x01\n" +
+	"param_oids\x18\x03 \x03(\rR\tparamOids\"\xed\x01\n" +
 	"\x0fSessionResponse\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\fR\abackend\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\bR\x04done\x129\n" +
@@ -1468,7 +1479,8 @@ const file_sidecar_proto_rawDesc = "" +
 	"\acopy_in\x18\x04 \x01(\bR\x06copyIn\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"T\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\x12\x14\n" +
+	"\x05async\x18\a \x01(\bR\x05async\"T\n" +
 	"\fSessionHello\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x12,\n" +
 	"\x04open\x18\x02 \x01(\v2\x18.tessera.sidecar.v1.OpenR\x04open\"W\n" +
