@@ -519,3 +519,30 @@ func TestDDLFailureNamesTheShard(t *testing.T) {
 		t.Errorf("DDL failing on one shard: %v", err)
 	}
 }
+
+// INSERT without a column list into a sharded table routes by the
+// table's column order, which the router reads from the catalog.
+func TestInsertWithoutColumnList(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Exec(ctx, "DELETE FROM customers WHERE customer_id IN (42, 1)")
+	if _, err := conn.Exec(ctx, "INSERT INTO customers VALUES (42, 'no list'), (42 + 0, 'x') ON CONFLICT DO NOTHING", pgx.QueryExecModeSimpleProtocol); err == nil {
+		t.Fatal("an expression as the shard key was accepted")
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO customers VALUES (42, 'no list')", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO customers VALUES ($1, $2)", int64(1), "no list either"); err != nil {
+		t.Fatal(err)
+	}
+	// Seed 002: 42 lives on customer-shard-1, 1 on customer-shard-2.
+	for shard, id := range map[string]int64{"customer-shard-1": 42, "customer-shard-2": 1} {
+		var name string
+		if err := direct(t, shard, "store").QueryRow(ctx, "SELECT name FROM customers WHERE customer_id = $1", id).Scan(&name); err != nil {
+			t.Errorf("customer %d on %s: %v", id, shard, err)
+		}
+	}
+}

@@ -14,13 +14,44 @@ import (
 // table's definition because DDL runs everywhere. DDL through the router
 // clears it.
 type schemaCache struct {
-	srv   *Server
-	mu    sync.RWMutex
-	types map[string]shardfunc.ColumnType
+	srv     *Server
+	mu      sync.RWMutex
+	types   map[string]shardfunc.ColumnType
+	columns map[string][]string // by db, schema, table
 }
 
 func newSchemaCache(srv *Server) *schemaCache {
-	return &schemaCache{srv: srv, types: map[string]shardfunc.ColumnType{}}
+	return &schemaCache{srv: srv, types: map[string]shardfunc.ColumnType{}, columns: map[string][]string{}}
+}
+
+// ColumnNames returns a table's columns in order, for an INSERT without
+// a column list.
+func (sc *schemaCache) ColumnNames(db, schema, table string) ([]string, error) {
+	key := db + "\x00" + schema + "\x00" + table
+	sc.mu.RLock()
+	cols, ok := sc.columns[key]
+	sc.mu.RUnlock()
+	if ok {
+		return cols, nil
+	}
+	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT a.attname
+		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = `+pgwire.QuoteLiteral(schema)+` AND c.relname = `+pgwire.QuoteLiteral(table)+`
+		AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, pgerr.New("42P01", "relation %s.%s does not exist", schema, table)
+	}
+	for _, r := range rows {
+		cols = append(cols, r[0])
+	}
+	sc.mu.Lock()
+	sc.columns[key] = cols
+	sc.mu.Unlock()
+	return cols, nil
 }
 
 // ColumnType returns the type of db.schema.table.column.
@@ -55,6 +86,7 @@ func (sc *schemaCache) ColumnType(db, schema, table, column string) (shardfunc.C
 func (sc *schemaCache) clear() {
 	sc.mu.Lock()
 	sc.types = map[string]shardfunc.ColumnType{}
+	sc.columns = map[string][]string{}
 	sc.mu.Unlock()
 }
 

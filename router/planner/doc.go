@@ -33,8 +33,9 @@
 //     EXPLAIN (TESSERA) and the empty query, which the router handles.
 //
 // Not supported (0A000): joins across groups or across shards without a
-// key, INSERT without a column list or without the key into a sharded table
-// (the router does not know column order), INSERT ... SELECT into one, a
+// key, INSERT without the key into a sharded table (without a column list,
+// the values fill the columns in the order Schema.ColumnNames gives),
+// INSERT ... SELECT into one, a
 // multi-row INSERT whose rows land on different shards (reported by
 // Shards), UPDATE of a shard key, MERGE or COPY FROM into a sharded table,
 // CREATE TABLE AS, SELECT INTO, server-side COPY files, cursors over

@@ -60,6 +60,19 @@ func (s fakeSchema) ColumnType(db, schema, table, column string) (shardfunc.Colu
 	return 0, &pgerr.Error{Code: "42703", Message: "column " + column + " of " + table + " does not exist"}
 }
 
+// ColumnNames knows the tables the tests insert into without a column
+// list.
+func (s fakeSchema) ColumnNames(db, schema, table string) ([]string, error) {
+	if cols, ok := testColumns[db+"."+schema+"."+table]; ok {
+		return cols, nil
+	}
+	return nil, &pgerr.Error{Code: "42P01", Message: "relation " + table + " does not exist"}
+}
+
+var testColumns = map[string][]string{
+	"store.public.customers": {"customer_id", "name"},
+}
+
 var testSchema = fakeSchema{
 	"store.public.customers.customer_id":      shardfunc.Int8,
 	"store.public.orders.customer_id":         shardfunc.Int4,

@@ -4,6 +4,7 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 	"github.com/tesseradb/tessera/topo"
 	"github.com/tesseradb/tessera/topo/shardfunc"
+	"slices"
 )
 
 // keyPredicate is a conjunct of a WHERE clause that confines a table's rows
@@ -238,21 +239,31 @@ func sameFamily(a, b shardfunc.ColumnType) bool {
 
 // insertKeys makes an INSERT into a sharded table a Shard route with one
 // key per VALUES row, plus a check per row and alternate index. Without a
-// column list the router would need the table's column order, so one is
-// required.
+// column list the values fill the table's columns in order, which the
+// catalog tells.
 func (c *planCtx) insertKeys(st *Statement, q *query, target *tableRef) {
 	p, name := target.place, target.name
 	column := p.ShardColumn()
 	ins := q.insert
 	sel := ins.SelectStmt.GetSelectStmt()
-	pos := columnPosition(ins.Cols, column)
+	cols := make([]string, len(ins.Cols))
+	for i, n := range ins.Cols {
+		cols[i] = n.GetResTarget().GetName()
+	}
+	if len(cols) == 0 && sel != nil {
+		names, err := c.columnNames(name)
+		if err != nil {
+			st.Err = err
+			return
+		}
+		cols = names
+	}
+	pos := slices.Index(cols, column)
 	switch {
-	case len(ins.Cols) == 0:
-		st.Err = unsupported("INSERT into sharded table %s needs a column list (the router does not know the table's column order)", name)
-	case pos < 0:
-		st.Err = unsupported("INSERT into sharded table %s must set its shard key column %s", name, column)
 	case sel == nil:
 		st.Err = unsupported("INSERT ... DEFAULT VALUES into sharded table %s is not supported (it sets no shard key)", name)
+	case pos < 0:
+		st.Err = unsupported("INSERT into sharded table %s must set its shard key column %s", name, column)
 	case len(sel.ValuesLists) == 0:
 		st.Err = unsupported("INSERT ... SELECT into sharded table %s is not supported yet", name)
 	default:
@@ -269,24 +280,24 @@ func (c *planCtx) insertKeys(st *Statement, q *query, target *tableRef) {
 		at  int
 		typ shardfunc.ColumnType
 	}
-	cols := []keyColumn{{ix: p.Index, col: column, at: pos}}
+	keyCols := []keyColumn{{ix: p.Index, col: column, at: pos}}
 	for _, alt := range p.Alternates {
-		if at := columnPosition(ins.Cols, alt.Column()); at >= 0 {
-			cols = append(cols, keyColumn{ix: alt, col: alt.Column(), at: at})
+		if at := slices.Index(cols, alt.Column()); at >= 0 {
+			keyCols = append(keyCols, keyColumn{ix: alt, col: alt.Column(), at: at})
 		}
 	}
-	for i := range cols {
-		typ, err := c.columnType(name, cols[i].col)
+	for i := range keyCols {
+		typ, err := c.columnType(name, keyCols[i].col)
 		if err != nil {
 			st.Err = err
 			return
 		}
-		cols[i].typ = typ
+		keyCols[i].typ = typ
 	}
-	keys := make([]Key, 0, len(sel.ValuesLists)*len(cols))
+	keys := make([]Key, 0, len(sel.ValuesLists)*len(keyCols))
 	for r, row := range sel.ValuesLists {
 		items := row.GetList().GetItems()
-		for i, kc := range cols {
+		for i, kc := range keyCols {
 			k, ok := Key{}, kc.at < len(items)
 			if ok {
 				k, ok = c.valueKey(items[kc.at], kc.typ, kc.ix, kc.col)
@@ -301,13 +312,4 @@ func (c *planCtx) insertKeys(st *Statement, q *query, target *tableRef) {
 	}
 	st.Route, st.Placement, st.Keys, st.PerRow = Shard, p, keys, true
 	st.multiShard = unsupported("multi-row INSERT across shards is not supported yet")
-}
-
-func columnPosition(cols []*pg_query.Node, column string) int {
-	for i, n := range cols {
-		if n.GetResTarget().GetName() == column {
-			return i
-		}
-	}
-	return -1
 }

@@ -172,6 +172,15 @@ func (c *planCtx) columnType(n TableName, column string) (shardfunc.ColumnType, 
 	return t, err
 }
 
+// columnNames asks the Schema for a table's columns in order.
+func (c *planCtx) columnNames(n TableName) ([]string, error) {
+	names, err := c.schema.ColumnNames(n.Database, n.Schema, n.Table)
+	if err != nil {
+		c.noCache = true
+	}
+	return names, err
+}
+
 // bindKeys fills the literal keys' Literal and Offset from the planned
 // text; a cache hit with other literals does the same from its own text.
 func (c *planCtx) bindKeys(st *Statement, start int) {

@@ -16,6 +16,10 @@ type Schema interface {
 	// only for shard-key columns), or an error with SQLSTATE 42703 or
 	// 42P01 if the column or table is unknown.
 	ColumnType(db, schema, table, column string) (shardfunc.ColumnType, error)
+	// ColumnNames returns a table's columns in their order (what an
+	// INSERT without a column list fills), or an error with SQLSTATE
+	// 42P01 if the table is unknown.
+	ColumnNames(db, schema, table string) ([]string, error)
 }
 
 // Input is one query string to plan and the session state that shapes its
