@@ -28,6 +28,10 @@ import (
 // maxFrame bounds one frame.
 const maxFrame = 64 << 20
 
+// maxKeptFrameBuffer bounds the read buffer a connection keeps between
+// frames.
+const maxKeptFrameBuffer = 1 << 20
+
 // helloTimeout bounds the handshake, so a stranger cannot hold a
 // connection open without saying who it is.
 const helloTimeout = 10 * time.Second
@@ -37,6 +41,7 @@ type frameConn struct {
 	conn net.Conn
 	r    *bufio.Reader
 	wbuf []byte
+	rbuf []byte
 }
 
 func newFrameConn(c net.Conn) *frameConn {
@@ -64,7 +69,18 @@ func (f *frameConn) read(m proto.Message) error {
 	if n > maxFrame {
 		return fmt.Errorf("frame of %d bytes exceeds %d", n, maxFrame)
 	}
-	buf := make([]byte, n)
+	// The buffer is reused, Unmarshal copying what it keeps, unless the
+	// frame is large: a connection should not hold on to megabytes.
+	var buf []byte
+	switch {
+	case n > maxKeptFrameBuffer:
+		buf = make([]byte, n)
+	case cap(f.rbuf) < int(n):
+		f.rbuf = make([]byte, n, max(n, 4<<10))
+		buf = f.rbuf
+	default:
+		buf = f.rbuf[:n]
+	}
 	if _, err := io.ReadFull(f.r, buf); err != nil {
 		return err
 	}
