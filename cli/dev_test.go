@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tesseradb/tessera/dev"
+	"github.com/tesseradb/tessera/topo/store"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while a command writes it.
@@ -86,6 +88,22 @@ func TestDevStatusAndShardCreate(t *testing.T) {
 	stdout, _, code = tessera(t, "status", "--data", data)
 	if code != 0 || !strings.Contains(stdout, "shard-0-1") || !strings.Contains(stdout, "writable") {
 		t.Errorf("status table: exit %d\n%s", code, stdout)
+	}
+	// What the control plane records per shard follows the instances.
+	st, err := store.Dial(context.Background(), info.Etcd, info.Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.UpdateShardState(context.Background(), "shard-0", func(s *store.ShardState) error {
+		s.Primary, s.Term, s.Durability = "shard-0-0", 3, store.DurabilityAsync
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, _ = tessera(t, "status", "--data", data)
+	if !strings.Contains(stdout, "RECORDED PRIMARY") || !regexp.MustCompile(`shard-0\s+shard-0-0\s+3\s+async\s+-`).MatchString(stdout) {
+		t.Errorf("status table without the recorded shard state:\n%s", stdout)
 	}
 
 	stdout, stderr, code = tessera(t, "shard", "create", "shard-9", "--replicas", "0", "--data", data)

@@ -73,12 +73,35 @@ their role, health, WAL positions and replication lag, asked of each sidecar.`,
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Shard, r.Instance, r.Role, health(r), dash(lsn), dash(r.ReplayLSN),
 					lag(r), r.Postgres, r.Sidecar)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			return printShardStates(cmd, s)
 		},
 	}
 	flags.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printShardStates adds what the control plane records per shard: the
+// primary routers write to, its term, the durability policy and whether
+// routers are asked to buffer.
+func printShardStates(cmd *cobra.Command, s *store.Store) error {
+	states, err := s.ListShardStates(cmd.Context())
+	if err != nil || len(states) == 0 {
+		return err
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nSHARD\tRECORDED PRIMARY\tTERM\tDURABILITY\tBUFFERING")
+	for _, st := range states {
+		buffering := "-"
+		if st.Buffering(time.Now()) {
+			buffering = fmt.Sprintf("%s, until %s", st.Buffer.Reason, st.Buffer.Until.Format(time.RFC3339))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", st.Shard, dash(st.Primary), st.Term, st.Durability.OrDefault(), buffering)
+	}
+	return w.Flush()
 }
 
 func health(r instanceStatus) string {
