@@ -31,3 +31,34 @@ func TestDemoteFatal(t *testing.T) {
 	}
 	demoteFatal([]byte{'E', 0, 0}) // truncated: no panic
 }
+
+// FuzzDemoteFatal: whatever a backend sends, rewriting severities never
+// panics, never changes a message's length, and leaves no FATAL severity.
+func FuzzDemoteFatal(f *testing.F) {
+	f.Add(pgwire.AppendError(nil, "FATAL", pgerr.New("57P01", "terminating connection")))
+	f.Add([]byte{'E', 0, 0, 0, 4, 0})
+	f.Add([]byte("E\x00\x00\x00\x0eSFATAL\x00VPANIC\x00"))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		before := len(msg)
+		demoteFatal(msg)
+		if len(msg) != before {
+			t.Fatalf("length %d became %d", before, len(msg))
+		}
+		if len(msg) < 5 {
+			return
+		}
+		for b := msg[5:]; len(b) > 1; {
+			end := 1
+			for end < len(b) && b[end] != 0 {
+				end++
+			}
+			if v := string(b[1:end]); (b[0] == 'S' || b[0] == 'V') && (v == "FATAL" || v == "PANIC") {
+				t.Fatalf("severity %q left in %q", v, msg)
+			}
+			if end >= len(b) {
+				break
+			}
+			b = b[end+1:]
+		}
+	})
+}
