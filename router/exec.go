@@ -41,6 +41,8 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 		return c.scatter(ctx, r, frontend, prepared)
 	case routeEverywhere:
 		return c.everywhere(ctx, r, frontend, prepared)
+	case routeSplit:
+		return c.splitInsert(ctx, r, frontend, prepared)
 	}
 	return c.one(ctx, r, r.shards[0], frontend, prepared, scan)
 }

@@ -21,6 +21,7 @@ type prepared struct {
 	oids  []uint32
 	stmt  *plannedStmt
 	proto *pb.PreparedStatement // nil for the unnamed statement
+	named *pb.PreparedStatement // the unnamed one's content name, made when needed
 }
 
 // extBatch gathers extended-protocol messages up to Sync. Messages for one
@@ -41,6 +42,9 @@ type extBatch struct {
 	skip    bool    // an error: discard messages until Sync
 	sets    []*routed
 	txEnd   stmtKind // a COMMIT or ROLLBACK in the batch
+	// unnamedHere: the unnamed statement was parsed in this batch, so
+	// the backend that runs its Bind has it.
+	unnamedHere bool
 }
 
 // segment is a finished part of a batch, bound for one target. after
@@ -59,6 +63,7 @@ func (b *extBatch) reset() {
 	b.frontend = b.frontend[:0]
 	b.prepared = b.prepared[:0]
 	b.r, b.backend, b.skip, b.sets, b.txEnd = nil, false, false, nil, 0
+	b.unnamedHere = false
 }
 
 // extended handles Parse, Bind, Describe, Execute, Close and Flush.
@@ -164,6 +169,7 @@ func (c *clientConn) parse(msg []byte) error {
 	}
 	if name == "" {
 		c.unnamed = p
+		c.batch.unnamedHere = true
 		c.batch.group = len(c.batch.frontend)
 		c.batch.frontend = append(c.batch.frontend, msg...)
 		c.batch.backend = true
@@ -215,18 +221,27 @@ func (c *clientConn) lookup(name string) (*prepared, error) {
 	return p, nil
 }
 
-// use adds a named statement to the batch's list of statements the shard
-// must have.
-func (c *clientConn) use(p *prepared) {
-	if p.proto == nil {
+// use adds a statement, by content name, to the batch's list of
+// statements the shard must have.
+func (c *clientConn) use(proto *pb.PreparedStatement) {
+	if proto == nil {
 		return
 	}
 	for _, x := range c.batch.prepared {
-		if x == p.proto {
+		if x == proto {
 			return
 		}
 	}
-	c.batch.prepared = append(c.batch.prepared, p.proto)
+	c.batch.prepared = append(c.batch.prepared, proto)
+}
+
+// contentProto returns the statement under its content name, for an
+// unnamed statement bound in a later batch than its Parse.
+func (p *prepared) contentProto() *pb.PreparedStatement {
+	if p.named == nil {
+		p.named = &pb.PreparedStatement{Name: contentName(p.sql, p.oids), Query: p.sql, ParamOids: p.oids}
+	}
+	return p.named
 }
 
 // target sets where the current statement runs. A statement for another
@@ -260,7 +275,7 @@ func (c *clientConn) target(r *routed) error {
 }
 
 func sameTargets(a, b *routed) bool {
-	if a.mode != b.mode || len(a.shards) != len(b.shards) {
+	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit {
 		return false
 	}
 	for i := range a.shards {
@@ -289,6 +304,14 @@ func (c *clientConn) bind(msg []byte) error {
 		return err
 	}
 	r := c.route(p.stmt, params)
+	if r.mode == routeSplit && r.err == nil {
+		// Each shard gets its own Bind; the client's stays in the batch
+		// to mark where they go.
+		if err := r.split.makeBinds(portal, p, params); err != nil {
+			c.batchError(err)
+			return nil
+		}
+	}
 	switch r.kind {
 	case kindExplain:
 		return pgerr.New(pgerr.FeatureNotSupported, "send EXPLAIN (TESSERA) with the simple query protocol")
@@ -315,17 +338,26 @@ func (c *clientConn) bind(msg []byte) error {
 	if r.mode == routeOne && len(r.shards) == 1 {
 		c.portals[portal] = r.shards[0]
 	}
-	if p.proto != nil {
+	proto := p.proto
+	if proto == nil && !c.batch.unnamedHere {
+		// The unnamed statement was parsed in an earlier batch (pgx's
+		// describe-exec mode parses and describes first), perhaps on
+		// another shard: the Bind's backend may not have it, or may hold
+		// another session's. It runs by content name instead, which the
+		// sidecar prepares where missing.
+		proto = p.contentProto()
+	}
+	if proto != nil {
 		// Rewrite the statement name; the parameter frames stay as sent.
 		start := len(c.batch.frontend)
 		c.batch.frontend = append(c.batch.frontend, 'B', 0, 0, 0, 0)
 		c.batch.frontend = append(c.batch.frontend, portal...)
 		c.batch.frontend = append(c.batch.frontend, 0)
-		c.batch.frontend = append(c.batch.frontend, p.proto.Name...)
+		c.batch.frontend = append(c.batch.frontend, proto.Name...)
 		c.batch.frontend = append(c.batch.frontend, 0)
 		c.batch.frontend = append(c.batch.frontend, msg[rest:]...)
 		binary.BigEndian.PutUint32(c.batch.frontend[start+1:], uint32(len(c.batch.frontend)-start-1))
-		c.use(p)
+		c.use(proto)
 	} else {
 		c.batch.frontend = append(c.batch.frontend, msg...)
 	}
@@ -350,6 +382,10 @@ func (c *clientConn) executeMsg(msg []byte) error {
 	c.batch.frontend = append(c.batch.frontend, msg...)
 	c.batch.backend = true
 	c.batch.group = -1 // the next statement starts after this Execute
+	if c.batch.r.mode == routeSplit {
+		// A split INSERT runs as a segment of its own, up to its Execute.
+		c.batch.closeSegment()
+	}
 	return nil
 }
 
@@ -374,9 +410,13 @@ func (c *clientConn) describe(msg []byte) error {
 			}
 			c.batch.r = &r
 		}
-		if p.proto != nil {
-			c.batch.frontend = appendMsg(c.batch.frontend, 'D', []byte{'S'}, cstr(p.proto.Name))
-			c.use(p)
+		proto := p.proto
+		if proto == nil && !c.batch.unnamedHere {
+			proto = p.contentProto() // as in bind
+		}
+		if proto != nil {
+			c.batch.frontend = appendMsg(c.batch.frontend, 'D', []byte{'S'}, cstr(proto.Name))
+			c.use(proto)
 			c.batch.backend = true
 			return nil
 		}
@@ -501,6 +541,7 @@ type bindParams struct {
 	formats []byte // int16 format codes
 	nfmt    int
 	values  [][]byte // nil for NULL
+	results []byte   // the result-column format codes, as sent
 }
 
 func parseBindParams(b []byte) (*bindParams, error) {
@@ -540,6 +581,7 @@ func (p *bindParams) parse(b []byte) error {
 		p.values = append(p.values, b[:l])
 		b = b[l:]
 	}
+	p.results = b
 	return nil
 }
 

@@ -140,6 +140,11 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 	switch st.Route {
 	case planner.Shard:
 		shards, err := st.Shards(params.planner())
+		if err == planner.ErrSplitInsert {
+			// Rows for several shards: only now is a split worth making.
+			c.routeSplit(&r, st, params)
+			return r
+		}
 		if err != nil {
 			r.err = err
 			return r

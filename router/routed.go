@@ -23,6 +23,7 @@ const (
 	routeOne        routeMode = iota // one shard; its answer goes through untouched
 	routeScatter                     // several shards; rows merged as they arrive
 	routeEverywhere                  // DDL: every shard; one answer
+	routeSplit                       // a multi-row INSERT split by shard (insertsplit.go)
 )
 
 // routed is one statement with its targets resolved.
@@ -43,4 +44,5 @@ type routed struct {
 	explain      []string  // EXPLAIN (TESSERA) lines
 	sets         []*routed // SETs inside a multi-statement string sent whole
 	err          error     // the statement cannot run (0A000, 42601, ...)
+	split        *splitInsert
 }

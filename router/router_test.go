@@ -546,3 +546,25 @@ func TestInsertWithoutColumnList(t *testing.T) {
 		}
 	}
 }
+
+// pgx's describe-exec mode parses and describes the unnamed statement in
+// one batch (sent to the authoritative shard) and binds it in the next,
+// which goes where the row lives: the Bind must find the statement there,
+// and never another session's unnamed statement left on a pooled backend.
+func TestUnnamedStatementBoundInALaterBatch(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Exec(ctx, "DELETE FROM customers WHERE customer_id IN (1, 42)")
+	for _, id := range []int64{1, 42} { // customer-shard-2, then customer-shard-1
+		if _, err := conn.Exec(ctx, "INSERT INTO customers (customer_id, name) VALUES ($1, $2)", pgx.QueryExecModeDescribeExec, id, "described"); err != nil {
+			t.Fatalf("describe-exec INSERT of %d: %v", id, err)
+		}
+		var name string
+		if err := conn.QueryRow(ctx, "SELECT name FROM customers WHERE customer_id = $1", pgx.QueryExecModeDescribeExec, id).Scan(&name); err != nil || name != "described" {
+			t.Fatalf("describe-exec SELECT of %d: %q, %v", id, name, err)
+		}
+	}
+}

@@ -36,8 +36,10 @@
 // key, INSERT without the key into a sharded table (without a column list,
 // the values fill the columns in the order Schema.ColumnNames gives),
 // INSERT ... SELECT into one, a
-// multi-row INSERT whose rows land on different shards (reported by
-// Shards), UPDATE of a shard key, MERGE or COPY FROM into a sharded table,
+// multi-row INSERT whose rows land on different shards that cannot be
+// split by row (a WITH clause, a subquery in RETURNING, RETURNING with ON
+// CONFLICT DO NOTHING; Shards reports the others with ErrSplitInsert and
+// SplitInsert splits them), UPDATE of a shard key, MERGE or COPY FROM into a sharded table,
 // CREATE TABLE AS, SELECT INTO, server-side COPY files, cursors over
 // several shards, SQL-level PREPARE of statements that do not run on the
 // authoritative shard. Temporary tables, LISTEN, LOAD, PREPARE and

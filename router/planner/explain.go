@@ -89,6 +89,29 @@ func (s *Statement) Describe(params Params) []string {
 		lines = append(lines, "Cannot run inside a transaction block")
 	}
 	shards, err := s.Shards(params)
+	if err == ErrSplitInsert {
+		sp, err := s.SplitInsert(params)
+		if err != nil {
+			return append(lines, "Error: "+pgerr.Code(err)+": "+err.Error())
+		}
+		lines = append(lines, "Split by row across shards")
+		for _, part := range sp.Parts {
+			rows := make([]string, len(part.Rows))
+			for i, r := range part.Rows {
+				rows[i] = fmt.Sprint(r + 1)
+			}
+			line := "Shard " + part.Shard + " (rows " + strings.Join(rows, ", ")
+			if len(part.Params) > 0 {
+				ps := make([]string, len(part.Params))
+				for i, n := range part.Params {
+					ps[i] = fmt.Sprintf("$%d = $%d", i+1, n)
+				}
+				line += "; " + strings.Join(ps, ", ")
+			}
+			lines = append(lines, line+"): "+part.SQL)
+		}
+		return lines
+	}
 	if err != nil {
 		return append(lines, "Error: "+pgerr.Code(err)+": "+err.Error())
 	}

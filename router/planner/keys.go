@@ -311,5 +311,10 @@ func (c *planCtx) insertKeys(st *Statement, q *query, target *tableRef) {
 		}
 	}
 	st.Route, st.Placement, st.Keys, st.PerRow = Shard, p, keys, true
-	st.multiShard = unsupported("multi-row INSERT across shards is not supported yet")
+	// Rows that reach several shards are split by shard at execution
+	// (SplitInsert), unless the statement cannot be split safely.
+	st.multiShard = ErrSplitInsert
+	if why := splitProblem(ins); why != "" {
+		st.multiShard = splitRefused(why)
+	}
 }

@@ -167,13 +167,14 @@ func TestUnsupportedMessages(t *testing.T) {
 	xx := loadTopology(t, "store_xxhash.json")
 	p := New(0)
 	for sql, want := range map[string]string{
-		"SELECT * FROM customers ORDER BY name":                        "ORDER BY across shards is not supported yet (the query reaches every shard of group customer_data)",
-		"SELECT * FROM customers WHERE customer_id IN (1, 42) LIMIT 1": "LIMIT across shards is not supported yet (its shard-key values reach more than one shard of group customer_data)",
-		"INSERT INTO customers (customer_id) VALUES (1), (42)":         "multi-row INSERT across shards is not supported yet",
-		"UPDATE customers SET customer_id = 1":                         "UPDATE of shard key column customer_id of store.public.customers is not supported yet",
-		"SELECT * FROM customers JOIN orders USING (customer_id)":      "a cross-shard join is not supported yet (no shard-key equality on the tables of group customer_data)",
-		"SELECT * FROM customers JOIN audit_log USING (customer_id)":   "a join across shard groups customer_data and main is not supported yet (store.public.customers, store.public.audit_log)",
-		"SELECT sum(x) OVER () FROM customers":                         "window functions across shards is not supported yet (the query reaches every shard of group customer_data)",
+		"SELECT * FROM customers ORDER BY name":                                                   "ORDER BY across shards is not supported yet (the query reaches every shard of group customer_data)",
+		"SELECT * FROM customers WHERE customer_id IN (1, 42) LIMIT 1":                            "LIMIT across shards is not supported yet (its shard-key values reach more than one shard of group customer_data)",
+		"INSERT INTO customers (customer_id) VALUES (1), (42)":                                    "multi-row INSERT across shards must be split by row",
+		"INSERT INTO customers (customer_id) VALUES (1), (42) ON CONFLICT DO NOTHING RETURNING *": "multi-row INSERT across shards is not supported with ON CONFLICT DO NOTHING and RETURNING (the rows returned could not be matched to the VALUES rows)",
+		"UPDATE customers SET customer_id = 1":                                                    "UPDATE of shard key column customer_id of store.public.customers is not supported yet",
+		"SELECT * FROM customers JOIN orders USING (customer_id)":                                 "a cross-shard join is not supported yet (no shard-key equality on the tables of group customer_data)",
+		"SELECT * FROM customers JOIN audit_log USING (customer_id)":                              "a join across shard groups customer_data and main is not supported yet (store.public.customers, store.public.audit_log)",
+		"SELECT sum(x) OVER () FROM customers":                                                    "window functions across shards is not supported yet (the query reaches every shard of group customer_data)",
 	} {
 		st := planOne(t, p, xx, store(sql))
 		_, err := st.Shards(nil)

@@ -43,9 +43,11 @@ type Statement struct {
 	// Keys are the shard-key values of a Shard route, in statement order.
 	Keys []Key
 	// PerRow is set for an INSERT: Keys hold one value per VALUES row
-	// (plus alternate-index checks), and every row must land on the same
-	// shard. For other Shard routes the keys are alternatives (an IN
-	// list), and the statement goes to each distinct shard they reach.
+	// (plus alternate-index checks). Rows that land on several shards make
+	// Shards fail with ErrSplitInsert (split them with SplitInsert) or
+	// with the reason they cannot be split. For other Shard routes the
+	// keys are alternatives (an IN list), and the statement goes to each
+	// distinct shard they reach.
 	PerRow bool
 
 	// Tables are the tables the statement names, resolved against the
