@@ -38,6 +38,9 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 	}
 	switch r.mode {
 	case routeScatter:
+		if r.counts {
+			return c.scatterCounts(ctx, r, frontend, prepared)
+		}
 		return c.scatter(ctx, r, frontend, prepared)
 	case routeEverywhere:
 		return c.everywhere(ctx, r, frontend, prepared)

@@ -68,7 +68,7 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 	if st == nil {
 		return routed{kind: kindEmpty}
 	}
-	r := routed{sql: st.SQL, readOnly: st.ReadOnly, sessionState: st.SessionState != 0, err: st.Err}
+	r := routed{sql: st.SQL, readOnly: st.ReadOnly, sessionState: st.SessionState != 0, err: st.Err, counts: st.Merge == planner.MergeCounts}
 	if r.err != nil {
 		if only := c.onlyShard(); only != "" && pgerr.Code(r.err) == pgerr.FeatureNotSupported {
 			// With one shard in the whole topology nothing needs

@@ -34,6 +34,7 @@ type routed struct {
 	shards       []string
 	allShards    bool // no shard-key value: every shard of the group
 	readOnly     bool
+	counts       bool // on several shards: sum their counts (counts.go)
 	sessionState bool // binds the client session to one backend from now on
 	ddl          bool // changes the schema: invalidate caches
 	roles        bool // changes roles: refresh the role cache

@@ -27,6 +27,9 @@ func (c *planCtx) planExplain(st *Statement, ex *pg_query.ExplainStmt, f *facts)
 	}
 	c.dispatch(st, ex.Query, f)
 	st.Kind = Explain
+	// The shards' plans are shown one after another, as for any
+	// statement that runs on several; nothing is summed.
+	st.Merge = MergeRows
 	// Without ANALYZE nothing runs; with it the statement does.
 	st.ReadOnly = st.ReadOnly || !hasOption(ex.Options, "analyze")
 }

@@ -133,7 +133,7 @@ func (c *planCtx) planSelect(st *Statement, sel *pg_query.SelectStmt, f *facts) 
 		st.Err = unsupported("SELECT INTO is not supported yet (use CREATE TABLE and INSERT ... SELECT)")
 		return
 	}
-	q := &query{kind: Select, read: true}
+	q := &query{kind: Select, read: true, sel: sel}
 	if sel.Op == pg_query.SetOperation_SETOP_NONE {
 		q.from, q.where = fromTables(sel.FromClause, nil), sel.WhereClause
 	}
@@ -150,6 +150,13 @@ func (c *planCtx) planCopy(st *Statement, cs *pg_query.CopyStmt, f *facts) {
 	case cs.Filename != "" || cs.IsProgram:
 		st.Err = unsupported("COPY to or from a file or program on the server is not supported (use COPY ... FROM STDIN or TO STDOUT)")
 	case cs.Query != nil:
+		if st.Merge != MergeRows {
+			// The router combines a SELECT's answers, not COPY data.
+			st.Merge = MergeRows
+			if st.Err == nil {
+				st.Err = unsupported("COPY of a query whose answer combines several shards (counts) is not supported yet")
+			}
+		}
 	case cs.IsFrom:
 		c.planQuery(st, &query{kind: Copy, target: cs.Relation}, f)
 	default:

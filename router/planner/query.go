@@ -11,7 +11,8 @@ type query struct {
 	target *pg_query.RangeVar   // the table written
 	where  *pg_query.Node
 	insert *pg_query.InsertStmt
-	sets   []*pg_query.Node // SET targets of UPDATE and ON CONFLICT DO UPDATE
+	sets   []*pg_query.Node     // SET targets of UPDATE and ON CONFLICT DO UPDATE
+	sel    *pg_query.SelectStmt // a SELECT's own statement
 }
 
 func (c *planCtx) planQuery(st *Statement, q *query, f *facts) {
@@ -101,7 +102,11 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 	}
 	if c.whereKeys(st, q.where, candidates) || st.Err != nil {
 		if q.read && f.crossShard != "" {
-			st.multiShard = crossShard(f.crossShard, severalShards(g.UID))
+			if countsOnly(q, f) {
+				st.Merge = MergeCounts
+			} else {
+				st.multiShard = crossShard(f.crossShard, severalShards(g.UID))
+			}
 		}
 		return
 	}
@@ -111,7 +116,11 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 	}
 	st.Route = Scatter
 	if q.read && f.crossShard != "" {
-		st.Err = crossShard(f.crossShard, everyShard(g.UID))
+		if countsOnly(q, f) {
+			st.Merge = MergeCounts
+		} else {
+			st.Err = crossShard(f.crossShard, everyShard(g.UID))
+		}
 	}
 }
 

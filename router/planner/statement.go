@@ -65,6 +65,11 @@ type Statement struct {
 	// transaction block.
 	NoTransaction bool
 
+	// Merge says how the answers combine when several shards run the
+	// statement: MergeCounts for a SELECT of counts, which the router
+	// sums. One shard's answer always goes through as it is.
+	Merge MergeKind
+
 	// Err is the error the statement fails with, known at plan time: 0A000
 	// for what Tessera cannot route yet, or the Schema's error for an
 	// unknown table or column. Plan still returns the statement so that

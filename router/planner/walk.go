@@ -39,7 +39,11 @@ type facts struct {
 	consts []int32              // A_Const locations
 	// crossShard names the first construct that cannot be answered by
 	// concatenating the results of several shards ("ORDER BY", ...).
-	crossShard   string
+	crossShard string
+	// crossOther: something other than aggregate calls needs combining;
+	// aggCalls counts the aggregate calls anywhere in the statement.
+	crossOther   bool
+	aggCalls     int
 	locking      bool // FOR UPDATE / SHARE
 	modifyingCTE bool // WITH x AS (INSERT / UPDATE / DELETE / MERGE ...)
 	session      SessionState
@@ -67,7 +71,7 @@ func collect(n *pg_query.Node) *facts {
 		case *pg_query.FuncCall:
 			f.funcFacts(x)
 		case *pg_query.JsonArrayAgg, *pg_query.JsonObjectAgg:
-			f.cross("aggregate functions")
+			f.cross("JSON aggregates")
 		case *pg_query.LockingClause:
 			// FOR UPDATE OF a names range aliases, not tables.
 			f.locking = true
@@ -86,7 +90,12 @@ func (f *facts) cross(what string) {
 	if f.crossShard == "" {
 		f.crossShard = what
 	}
+	if what != aggregateFunctions {
+		f.crossOther = true
+	}
 }
+
+const aggregateFunctions = "aggregate functions"
 
 func (f *facts) selectFacts(s *pg_query.SelectStmt) {
 	switch s.Op {
@@ -121,7 +130,8 @@ func (f *facts) funcFacts(fc *pg_query.FuncCall) {
 	case fc.Over != nil:
 		f.cross("window functions")
 	case fc.AggStar || fc.AggDistinct || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.AggFilter != nil || aggregates[name]:
-		f.cross("aggregate functions")
+		f.aggCalls++
+		f.cross(aggregateFunctions)
 	}
 	switch {
 	case sessionLocks[name]:
