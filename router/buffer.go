@@ -198,14 +198,15 @@ func (b *buffers) mustWait(shard string) (bool, *episode) {
 }
 
 // primaryBack reports whether the shard's primary, as the router would
-// pick it now, said after since that it serves and takes writes.
+// pick it now, said after since (by the router's clock: the time the
+// message arrived) that it serves and takes writes.
 func (b *buffers) primaryBack(shard string, since time.Time) bool {
 	in, err := b.shards.pick(shard, false)
 	if err != nil {
 		return false
 	}
 	h := in.health.Load()
-	return h != nil && h.Serving && h.Writable && h.ObservedUnixMs > since.UnixMilli()
+	return h != nil && h.Serving && h.Writable && in.healthAt.Load() > since.UnixMilli()
 }
 
 // failed reports a qualifying failure of a statement for shard and says

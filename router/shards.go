@@ -46,6 +46,10 @@ type instance struct {
 	client *sidecar.Client
 	stop   context.CancelFunc // ends the health stream
 	health atomic.Pointer[pb.HealthStatus]
+	// healthAt is when the router received the latest health message,
+	// by its own clock (unix milliseconds): the sidecar's clock may not
+	// agree with the router's.
+	healthAt atomic.Int64
 }
 
 func newShards(secret string, tlsConfig *tls.Config) *shards {
@@ -150,6 +154,7 @@ func (in *instance) watchHealth(ctx context.Context, changed func()) {
 		for err == nil {
 			var h *pb.HealthStatus
 			if h, err = stream.Recv(); err == nil {
+				in.healthAt.Store(time.Now().UnixMilli())
 				prev := in.health.Swap(h)
 				if prev == nil || prev.Serving != h.Serving || prev.Writable != h.Writable || prev.DiskLow != h.DiskLow {
 					changed()
