@@ -110,16 +110,26 @@ func startWorker(t *testing.T, id string, admin bool) (stop func()) {
 	return stop
 }
 
-// workerEnv, when set to a JSON worker.Config, makes the test binary run
+// workerEnv, when set to a JSON workerSpec, makes the test binary run
 // that worker until it is killed: a worker in a process of its own.
 const workerEnv = "TESSERA_E2E_WORKER"
 
+// workerSpec is what a worker process needs to know.
+type workerSpec struct {
+	TemporalAddr  string
+	EtcdEndpoints []string
+	Cluster       string
+	Secret        string
+	ID            string
+}
+
 func runWorkerProcess(cfgJSON string) int {
-	var cfg worker.Config
-	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+	var spec workerSpec
+	if err := json.Unmarshal([]byte(cfgJSON), &spec); err != nil {
 		log.Print(err)
 		return 2
 	}
+	cfg := worker.Config{TemporalAddr: spec.TemporalAddr, EtcdEndpoints: spec.EtcdEndpoints, Cluster: spec.Cluster, Secret: spec.Secret, ID: spec.ID}
 	if err := worker.Run(context.Background(), cfg); err != nil {
 		log.Print(err)
 		return 1
@@ -131,7 +141,7 @@ func runWorkerProcess(cfgJSON string) int {
 // waits until it has registered.
 func workerProcess(t *testing.T, id string) *exec.Cmd {
 	t.Helper()
-	cfg, _ := json.Marshal(worker.Config{
+	cfg, _ := json.Marshal(workerSpec{
 		TemporalAddr:  temporalSrv.FrontendAddr(),
 		EtcdEndpoints: cluster.Info().Etcd,
 		Cluster:       cluster.Info().Cluster,
