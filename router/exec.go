@@ -186,8 +186,16 @@ func (c *clientConn) adoptStatus(shard string, st pb.TxStatus) {
 
 // scatter runs a read on every target shard in turn and merges the rows.
 func (c *clientConn) scatter(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
-	m := merger{c: c}
-	for _, shard := range r.shards {
+	m := merger{c: c, limit: -1}
+	if r.limited {
+		m.limit = r.limit
+	}
+	for i, shard := range r.shards {
+		if i > 0 && m.full() {
+			// LIMIT n: n rows are in hand; the other shards need not run
+			// (the first always does: its answer frames the rows).
+			break
+		}
 		b, err := c.session(ctx, shard, c.settings.replica())
 		if err == nil {
 			err = c.joinTx(ctx, b)

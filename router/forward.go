@@ -90,7 +90,14 @@ type merger struct {
 	rows    int64
 	failed  bool
 	pending []byte
+	// limit, when not negative, caps the rows passed on (a LIMIT without
+	// ORDER BY: any n rows answer it); sent counts them.
+	limit int64
+	sent  int64
 }
+
+// full reports whether a LIMIT's rows are all passed on.
+func (m *merger) full() bool { return m.limit >= 0 && m.sent >= m.limit }
 
 // next moves on to the next shard's answer.
 func (m *merger) next() { m.later = true }
@@ -105,6 +112,11 @@ func (m *merger) emit(chunk []byte) error {
 			return nil
 		}
 		switch typ {
+		case 'D':
+			if m.full() {
+				return nil
+			}
+			m.sent++
 		case 'C':
 			verb, n := splitTag(string(msg[5 : len(msg)-1]))
 			m.tagVerb = verb
@@ -127,6 +139,9 @@ func (m *merger) emit(chunk []byte) error {
 
 // tag returns the combined CommandComplete tag.
 func (m *merger) tag() string {
+	if m.limit >= 0 {
+		m.rows = m.sent
+	}
 	switch m.tagVerb {
 	case "INSERT":
 		return "INSERT 0 " + strconv.FormatInt(m.rows, 10)

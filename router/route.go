@@ -1,6 +1,8 @@
 package router
 
 import (
+	"encoding/binary"
+	"strconv"
 	"strings"
 
 	"github.com/tesseradb/tessera/pgerr"
@@ -69,6 +71,10 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		return routed{kind: kindEmpty}
 	}
 	r := routed{sql: st.SQL, readOnly: st.ReadOnly, sessionState: st.SessionState != 0, err: st.Err, counts: st.Merge == planner.MergeCounts}
+	if st.Merge == planner.MergeLimit {
+		r.limit = limitValue(st.Limit, params)
+		r.limited = r.limit >= 0
+	}
 	if r.err != nil {
 		if only := c.onlyShard(); only != "" && pgerr.Code(r.err) == pgerr.FeatureNotSupported {
 			// With one shard in the whole topology nothing needs
@@ -242,4 +248,42 @@ func (c *clientConn) combined(stmts []*plannedStmt, sql string) routed {
 func isRoleDDL(sql string) bool {
 	u := strings.ToUpper(sql)
 	return strings.Contains(u, "ROLE") || strings.Contains(u, "USER") || strings.Contains(u, "PASSWORD")
+}
+
+// limitValue is the n of a LIMIT applied across shards: written in the
+// statement, or a Bind parameter (text, or binary int8/int4/int2). A NULL,
+// unreadable or negative one means no cap: the shards apply the LIMIT
+// themselves, and refuse a negative one as Postgres does.
+func limitValue(l planner.Limit, params *bindParams) int64 {
+	if l.Param == 0 {
+		return l.Value
+	}
+	if params == nil {
+		return -1
+	}
+	format, v, ok := params.param(l.Param)
+	if !ok || v == nil {
+		return -1
+	}
+	var n int64
+	switch f := int16(format); {
+	case f == 1 && len(v) == 8:
+		n = int64(binary.BigEndian.Uint64(v))
+	case f == 1 && len(v) == 4:
+		n = int64(int32(binary.BigEndian.Uint32(v)))
+	case f == 1 && len(v) == 2:
+		n = int64(int16(binary.BigEndian.Uint16(v)))
+	case f == 0:
+		parsed, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+		if err != nil {
+			return -1
+		}
+		n = parsed
+	default:
+		return -1
+	}
+	if n < 0 {
+		return -1
+	}
+	return n
 }

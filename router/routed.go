@@ -28,13 +28,17 @@ const (
 
 // routed is one statement with its targets resolved.
 type routed struct {
-	sql          string
-	kind         stmtKind
-	mode         routeMode
-	shards       []string
-	allShards    bool // no shard-key value: every shard of the group
-	readOnly     bool
-	counts       bool // on several shards: sum their counts (counts.go)
+	sql       string
+	kind      stmtKind
+	mode      routeMode
+	shards    []string
+	allShards bool // no shard-key value: every shard of the group
+	readOnly  bool
+	counts    bool // on several shards: sum their counts (counts.go)
+	// limited: on several shards, pass on at most limit rows (LIMIT
+	// without ORDER BY).
+	limited      bool
+	limit        int64
 	sessionState bool // binds the client session to one backend from now on
 	ddl          bool // changes the schema: invalidate caches
 	roles        bool // changes roles: refresh the role cache

@@ -624,3 +624,61 @@ func TestCountsAcrossShards(t *testing.T) {
 	}
 	conn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 770000 AND 770099")
 }
+
+// A LIMIT without ORDER BY over several shards answers at most n rows,
+// any n, as Postgres may; with OFFSET or ORDER BY it is refused.
+func TestLimitAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 660000 AND 660099")
+	for id := int64(660000); id < 660020; id++ {
+		if _, err := conn.Exec(ctx, "INSERT INTO customers (customer_id, name) VALUES ($1, 'limit')", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer conn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 660000 AND 660099")
+	where := " FROM customers WHERE name = 'limit' AND customer_id BETWEEN 660000 AND 660099"
+	check := func(what string, want int, sql string, args ...any) {
+		t.Helper()
+		rows, err := conn.Query(ctx, sql, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		seen := map[int64]bool{}
+		for _, id := range ids {
+			if id < 660000 || id >= 660020 || seen[id] {
+				t.Fatalf("%s: row %d is not one of the rows, or twice", what, id)
+			}
+			seen[id] = true
+		}
+		if len(ids) != want {
+			t.Errorf("%s: %d rows, want %d", what, len(ids), want)
+		}
+		if tag := rows.CommandTag().String(); tag != fmt.Sprintf("SELECT %d", want) {
+			t.Errorf("%s: tag %q, want SELECT %d", what, tag, want)
+		}
+	}
+	check("LIMIT 5 (simple)", 5, "SELECT customer_id"+where+" LIMIT 5", pgx.QueryExecModeSimpleProtocol)
+	check("LIMIT 5 (extended)", 5, "SELECT customer_id"+where+" LIMIT 5")
+	check("LIMIT 50", 20, "SELECT customer_id"+where+" LIMIT 50", pgx.QueryExecModeSimpleProtocol)
+	check("LIMIT $1 = 3", 3, "SELECT customer_id"+where+" LIMIT $1", int64(3))
+	check("LIMIT $1 = 7, cached", 7, "SELECT customer_id"+where+" LIMIT $1", int64(7))
+	check("FETCH FIRST 2", 2, "SELECT customer_id"+where+" FETCH FIRST 2 ROWS ONLY", pgx.QueryExecModeSimpleProtocol)
+	check("LIMIT 0", 0, "SELECT customer_id"+where+" LIMIT 0", pgx.QueryExecModeSimpleProtocol)
+	check("LIMIT NULL", 20, "SELECT customer_id"+where+" LIMIT $1", nil)
+	for _, sql := range []string{"SELECT customer_id" + where + " LIMIT 5 OFFSET 1", "SELECT customer_id" + where + " ORDER BY customer_id LIMIT 5"} {
+		if _, err := conn.Exec(ctx, sql); sqlstate(err) != "0A000" {
+			t.Errorf("%s: %v, want 0A000", sql, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "SELECT customer_id"+where+" LIMIT $1", int64(-1)); sqlstate(err) != "2201W" {
+		t.Errorf("a negative LIMIT: %v, want 2201W as Postgres says", err)
+	}
+}

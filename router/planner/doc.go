@@ -21,8 +21,9 @@
 //     them.
 //   - Scatter: every shard of the group, for a SELECT, UPDATE or DELETE
 //     without a usable key predicate. A SELECT that needs the rows of
-//     several shards combined (ORDER BY, LIMIT, OFFSET, aggregates other
-//     than a list of counts, which Merge sums, GROUP
+//     several shards combined (ORDER BY, OFFSET, aggregates other than a
+//     list of counts, which Merge sums, LIMIT except its own top-level one
+//     without ORDER BY, which Merge applies, GROUP
 //     BY, HAVING, DISTINCT, window functions, UNION/INTERSECT/EXCEPT,
 //     anywhere in the statement) is refused with SQLSTATE 0A000 when it
 //     would reach more than one shard.

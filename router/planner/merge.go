@@ -13,7 +13,18 @@ const (
 	// every output column is count(*) or count(expr)); the answer is one
 	// row of their sums.
 	MergeCounts
+	// MergeLimit: a SELECT with a LIMIT and no ORDER BY, which asks for
+	// any n rows; each shard returns at most n, and the first n of their
+	// rows are the answer (Statement.Limit says n).
+	MergeLimit
 )
+
+// Limit is the n of a LIMIT the router applies across shards: a value
+// written in the statement, or the parameter that holds it.
+type Limit struct {
+	Value int64 // when Param is 0
+	Param int   // 1-based parameter number, or 0
+}
 
 // countsOnly reports whether q is a SELECT whose only cross-shard
 // construct is its output list of counts: every output column a plain
@@ -23,7 +34,7 @@ const (
 // sum of the shards' counts is then exactly the count over all the data.
 func countsOnly(q *query, f *facts) bool {
 	s := q.sel
-	if s == nil || f.crossOther || s.Op != pg_query.SetOperation_SETOP_NONE || len(s.TargetList) == 0 || len(s.TargetList) != f.aggCalls {
+	if s == nil || f.crossOther || f.limits > 0 || s.Op != pg_query.SetOperation_SETOP_NONE || len(s.TargetList) == 0 || len(s.TargetList) != f.aggCalls {
 		return false
 	}
 	for _, t := range s.TargetList {
@@ -39,4 +50,27 @@ func countsOnly(q *query, f *facts) bool {
 		}
 	}
 	return true
+}
+
+// limitOnly reports whether q is a SELECT whose only cross-shard construct
+// is its own LIMIT (no ORDER BY, OFFSET, aggregate, LIMIT in a subquery,
+// ...), and returns it: the first n rows of the shards' answers, each
+// limited to n, are then a valid answer, as any n rows are.
+func (c *planCtx) limitOnly(q *query, f *facts) (Limit, bool) {
+	s := q.sel
+	if s == nil || f.crossOther || f.aggCalls > 0 || f.limits != 1 || s.Op != pg_query.SetOperation_SETOP_NONE ||
+		s.LimitCount == nil || s.LimitOffset != nil || len(s.SortClause) > 0 {
+		return Limit{}, false
+	}
+	switch n := s.LimitCount.GetNode().(type) {
+	case *pg_query.Node_AConst:
+		if v, ok := n.AConst.Val.(*pg_query.A_Const_Ival); ok && v.Ival.Ival >= 0 {
+			// The value is part of the plan: cache it under its text.
+			c.exact = true
+			return Limit{Value: int64(v.Ival.Ival)}, true
+		}
+	case *pg_query.Node_ParamRef:
+		return Limit{Param: int(n.ParamRef.Number)}, n.ParamRef.Number > 0
+	}
+	return Limit{}, false
 }

@@ -104,6 +104,8 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 		if q.read && f.crossShard != "" {
 			if countsOnly(q, f) {
 				st.Merge = MergeCounts
+			} else if lim, ok := c.limitOnly(q, f); ok {
+				st.Merge, st.Limit = MergeLimit, lim
 			} else {
 				st.multiShard = crossShard(f.crossShard, severalShards(g.UID))
 			}
@@ -118,6 +120,8 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 	if q.read && f.crossShard != "" {
 		if countsOnly(q, f) {
 			st.Merge = MergeCounts
+		} else if lim, ok := c.limitOnly(q, f); ok {
+			st.Merge, st.Limit = MergeLimit, lim
 		} else {
 			st.Err = crossShard(f.crossShard, everyShard(g.UID))
 		}

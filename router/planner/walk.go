@@ -44,6 +44,7 @@ type facts struct {
 	// aggCalls counts the aggregate calls anywhere in the statement.
 	crossOther   bool
 	aggCalls     int
+	limits       int  // SELECTs with a LIMIT (or FETCH FIRST), anywhere
 	locking      bool // FOR UPDATE / SHARE
 	modifyingCTE bool // WITH x AS (INSERT / UPDATE / DELETE / MERGE ...)
 	session      SessionState
@@ -90,10 +91,12 @@ func (f *facts) cross(what string) {
 	if f.crossShard == "" {
 		f.crossShard = what
 	}
-	if what != aggregateFunctions {
+	if what != aggregateFunctions && what != limitClause {
 		f.crossOther = true
 	}
 }
+
+const limitClause = "LIMIT"
 
 const aggregateFunctions = "aggregate functions"
 
@@ -109,8 +112,11 @@ func (f *facts) selectFacts(s *pg_query.SelectStmt) {
 	switch {
 	case len(s.SortClause) > 0:
 		f.cross("ORDER BY")
-	case s.LimitCount != nil || s.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES:
-		f.cross("LIMIT")
+	case s.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES:
+		f.cross("FETCH ... WITH TIES")
+	case s.LimitCount != nil:
+		f.limits++
+		f.cross(limitClause)
 	case s.LimitOffset != nil:
 		f.cross("OFFSET")
 	case len(s.GroupClause) > 0:
