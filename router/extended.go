@@ -326,7 +326,9 @@ func (c *clientConn) bind(msg []byte) error {
 		c.batch.txEnd = r.kind
 	case kindTxOther:
 		if c.tx.active && len(c.tx.shards) > 1 {
-			return pgerr.New(pgerr.FeatureNotSupported, "savepoints in a transaction over several shards need the simple query protocol")
+			// As in the simple protocol (onTxShards): on every shard of
+			// the transaction, the first one's answer going to the client.
+			r.mode, r.shards = routeEverywhere, append([]string(nil), c.tx.shards...)
 		}
 	}
 	if c.batch.group < 0 {

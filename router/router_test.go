@@ -682,3 +682,61 @@ func TestLimitAcrossShards(t *testing.T) {
 		t.Errorf("a negative LIMIT: %v, want 2201W as Postgres says", err)
 	}
 }
+
+// Savepoints in a transaction over several shards, in both protocols:
+// SAVEPOINT, ROLLBACK TO and RELEASE run on every shard of the
+// transaction, and ROLLBACK TO recovers it from an error.
+func TestSavepointsAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		conn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 550000 AND 550099")
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec := func(sql string, args ...any) error {
+			if mode != pgx.QueryExecModeSimpleProtocol && len(args) == 0 {
+				// pgx sends statements without arguments as simple
+				// queries; force Parse/Bind/Execute.
+				return tx.Conn().PgConn().ExecParams(ctx, sql, nil, nil, nil, nil).Read().Err
+			}
+			_, err := tx.Exec(ctx, sql, append([]any{mode}, args...)...)
+			return err
+		}
+		// Rows on both shards, then a savepoint, more rows, an error.
+		for i := int64(550000); i < 550010; i++ {
+			if err := exec("INSERT INTO customers (customer_id, name) VALUES ($1, 'kept')", i); err != nil {
+				t.Fatalf("%v: %v", mode, err)
+			}
+		}
+		if err := exec("SAVEPOINT s1"); err != nil {
+			t.Fatalf("%v: SAVEPOINT: %v", mode, err)
+		}
+		for i := int64(550010); i < 550020; i++ {
+			if err := exec("INSERT INTO customers (customer_id, name) VALUES ($1, 'undone')", i); err != nil {
+				t.Fatalf("%v: %v", mode, err)
+			}
+		}
+		if err := exec("INSERT INTO customers (customer_id, name) VALUES ($1, 'dup')", int64(550000)); sqlstate(err) != "23505" {
+			t.Fatalf("%v: duplicate: %v", mode, err)
+		}
+		if err := exec("ROLLBACK TO SAVEPOINT s1"); err != nil {
+			t.Fatalf("%v: ROLLBACK TO: %v", mode, err)
+		}
+		if err := exec("RELEASE SAVEPOINT s1"); err != nil {
+			t.Fatalf("%v: RELEASE: %v", mode, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("%v: COMMIT: %v", mode, err)
+		}
+		var kept, undone int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FILTER (WHERE name = 'kept'), count(*) FILTER (WHERE name = 'undone') FROM customers WHERE customer_id BETWEEN 550000 AND 550099").Scan(&kept, &undone); err != nil || kept != 10 || undone != 0 {
+			t.Fatalf("%v: after ROLLBACK TO and COMMIT: %d kept, %d undone, %v; want 10 and 0", mode, kept, undone, err)
+		}
+	}
+	conn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 550000 AND 550099")
+}
