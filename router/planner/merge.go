@@ -58,7 +58,8 @@ func countsOnly(q *query, f *facts) bool {
 // limited to n, are then a valid answer, as any n rows are.
 func (c *planCtx) limitOnly(q *query, f *facts) (Limit, bool) {
 	s := q.sel
-	if s == nil || f.crossOther || f.aggCalls > 0 || f.limits != 1 || s.Op != pg_query.SetOperation_SETOP_NONE ||
+	// FOR UPDATE would lock rows on every shard, more than the n returned.
+	if s == nil || f.crossOther || f.aggCalls > 0 || f.limits != 1 || f.locking || s.Op != pg_query.SetOperation_SETOP_NONE ||
 		s.LimitCount == nil || s.LimitOffset != nil || len(s.SortClause) > 0 {
 		return Limit{}, false
 	}

@@ -54,6 +54,7 @@ var routeCases = []struct {
 	{"SELECT * FROM customers WHERE customer_id IN (SELECT customer_id FROM customers LIMIT 1) LIMIT 5", nil, "select error 0A000"},
 	{"SELECT count(*) FROM customers LIMIT 1", nil, "select error 0A000"},
 	{"SELECT * FROM customers LIMIT 2 + 1", nil, "select error 0A000"},
+	{"SELECT * FROM customers LIMIT 2 FOR UPDATE", nil, "select error 0A000"},
 	{"SELECT count(*) FROM customers", nil, "select scatter customer-shard-1,customer-shard-2"},
 	{"SELECT count(*), count(name) AS named, count(*) FILTER (WHERE name > 'm') FROM customers WHERE name <> ''", nil, "select scatter customer-shard-1,customer-shard-2"},
 	{"SELECT count(DISTINCT name) FROM customers", nil, "select error 0A000"},
