@@ -197,7 +197,9 @@ func SplitInsert(sql string, rowShards []string) (*InsertSplit, error) {
 			for end < len(sql) && sql[end] >= '0' && sql[end] <= '9' {
 				end++
 			}
-			if start < 0 || start >= len(sql) || sql[start] != '$' || sql[start+1:end] != strconv.Itoa(int(p.Number)) {
+			// $0 parses but names no parameter: Postgres refuses it, and
+			// no renumbering can keep that.
+			if p.Number < 1 || start < 0 || start >= len(sql) || sql[start] != '$' || sql[start+1:end] != strconv.Itoa(int(p.Number)) {
 				bad = true
 			}
 			refs = append(refs, paramRef{start: start, end: end, num: int(p.Number)})
