@@ -15,6 +15,10 @@
 //     signal, durability policy);
 //   - durability.go: which replicas a policy makes synchronous standbys,
 //     and applying that to a primary;
+//   - drain.go: waiting for the transactions open on a primary to end
+//     before a switchover fences it;
+//   - heartbeat.go: every activity's heartbeat, so that a step whose
+//     worker died runs again elsewhere within seconds;
 //   - errors.go: how failures reach workflows: as Temporal application
 //     errors whose type is the SQLSTATE, retryable or not.
 package activities
