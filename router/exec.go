@@ -41,6 +41,9 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 		if r.counts {
 			return c.scatterCounts(ctx, r, frontend, prepared)
 		}
+		if r.order != nil {
+			return c.scatterOrdered(ctx, r, frontend, prepared)
+		}
 		return c.scatter(ctx, r, frontend, prepared)
 	case routeEverywhere:
 		return c.everywhere(ctx, r, frontend, prepared)

@@ -275,7 +275,7 @@ func (c *clientConn) target(r *routed) error {
 }
 
 func sameTargets(a, b *routed) bool {
-	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit || (a.mode == routeScatter && (a.counts || b.counts || a.limited || b.limited)) {
+	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit || (a.mode == routeScatter && (a.counts || b.counts || a.limited || b.limited || a.order != nil || b.order != nil)) {
 		return false
 	}
 	for i := range a.shards {

@@ -71,9 +71,12 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		return routed{kind: kindEmpty}
 	}
 	r := routed{sql: st.SQL, readOnly: st.ReadOnly, sessionState: st.SessionState != 0, err: st.Err, counts: st.Merge == planner.MergeCounts}
-	if st.Merge == planner.MergeLimit {
+	switch st.Merge {
+	case planner.MergeLimit:
 		r.limit = limitValue(st.Limit, params)
 		r.limited = r.limit >= 0
+	case planner.MergeOrdered:
+		r.order, r.limit = st.Order, st.Limit.Value
 	}
 	if r.err != nil {
 		if only := c.onlyShard(); only != "" && pgerr.Code(r.err) == pgerr.FeatureNotSupported {

@@ -1,5 +1,7 @@
 package router
 
+import "github.com/tesseradb/tessera/router/planner"
+
 // stmtKind is what the router itself must do about a statement.
 type stmtKind int
 
@@ -37,8 +39,11 @@ type routed struct {
 	counts    bool // on several shards: sum their counts (counts.go)
 	// limited: on several shards, pass on at most limit rows (LIMIT
 	// without ORDER BY).
-	limited      bool
-	limit        int64
+	limited bool
+	limit   int64
+	// order: on several shards, merge their sorted rows by these keys and
+	// pass on the first limit (ordered.go).
+	order        []planner.OrderKey
 	sessionState bool // binds the client session to one backend from now on
 	ddl          bool // changes the schema: invalidate caches
 	roles        bool // changes roles: refresh the role cache

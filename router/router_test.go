@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -626,7 +627,8 @@ func TestCountsAcrossShards(t *testing.T) {
 }
 
 // A LIMIT without ORDER BY over several shards answers at most n rows,
-// any n, as Postgres may; with OFFSET or ORDER BY it is refused.
+// any n, as Postgres may; with OFFSET, or ORDER BY a text column, it is
+// refused.
 func TestLimitAcrossShards(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t, "store")
@@ -673,7 +675,7 @@ func TestLimitAcrossShards(t *testing.T) {
 	check("FETCH FIRST 2", 2, "SELECT customer_id"+where+" FETCH FIRST 2 ROWS ONLY", pgx.QueryExecModeSimpleProtocol)
 	check("LIMIT 0", 0, "SELECT customer_id"+where+" LIMIT 0", pgx.QueryExecModeSimpleProtocol)
 	check("LIMIT NULL", 20, "SELECT customer_id"+where+" LIMIT $1", nil)
-	for _, sql := range []string{"SELECT customer_id" + where + " LIMIT 5 OFFSET 1", "SELECT customer_id" + where + " ORDER BY customer_id LIMIT 5"} {
+	for _, sql := range []string{"SELECT customer_id" + where + " LIMIT 5 OFFSET 1", "SELECT customer_id" + where + " ORDER BY name LIMIT 5"} {
 		if _, err := conn.Exec(ctx, sql); sqlstate(err) != "0A000" {
 			t.Errorf("%s: %v, want 0A000", sql, err)
 		}
@@ -739,4 +741,61 @@ func TestSavepointsAcrossShards(t *testing.T) {
 		}
 	}
 	conn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 550000 AND 550099")
+}
+
+// ORDER BY an integer column with a LIMIT over several shards answers
+// what one Postgres would: the first n rows in order.
+func TestOrderByLimitAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 440000 AND 440099")
+	defer conn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 440000 AND 440099")
+	var all []int64
+	for id := int64(440000); id < 440030; id++ {
+		if _, err := conn.Exec(ctx, "INSERT INTO customers (customer_id, name) VALUES ($1, 'ordered')", id); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, id)
+	}
+	onShards := map[string]int{}
+	for _, shard := range []string{"customer-shard-1", "customer-shard-2"} {
+		var n int
+		direct(t, shard, "store").QueryRow(ctx, "SELECT count(*) FROM customers WHERE customer_id BETWEEN 440000 AND 440099").Scan(&n)
+		onShards[shard] = n
+	}
+	if onShards["customer-shard-1"] == 0 || onShards["customer-shard-2"] == 0 {
+		t.Fatalf("the rows are not on both shards: %v", onShards)
+	}
+	where := " FROM customers WHERE name = 'ordered' AND customer_id BETWEEN 440000 AND 440099"
+	check := func(what string, want []int64, sql string, args ...any) {
+		t.Helper()
+		rows, err := conn.Query(ctx, sql, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("%s: %v, %v; want %v", what, got, err, want)
+		}
+		if tag := rows.CommandTag().String(); tag != fmt.Sprintf("SELECT %d", len(want)) {
+			t.Errorf("%s: tag %q", what, tag)
+		}
+	}
+	desc := slices.Clone(all)
+	slices.Reverse(desc)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+		name := fmt.Sprint(mode)
+		check(name+" ASC", all[:7], "SELECT customer_id"+where+" ORDER BY customer_id LIMIT 7", mode)
+		check(name+" DESC", desc[:5], "SELECT customer_id"+where+" ORDER BY customer_id DESC LIMIT 5", mode)
+		check(name+" by position", all[:3], "SELECT customer_id"+where+" ORDER BY 1 LIMIT 3", mode)
+		check(name+" all", all, "SELECT customer_id"+where+" ORDER BY customer_id LIMIT 100", mode)
+		check(name+" none", nil, "SELECT customer_id"+where+" ORDER BY customer_id LIMIT 0", mode)
+	}
+	// Text order depends on collations: refused, not guessed.
+	if _, err := conn.Exec(ctx, "SELECT customer_id"+where+" ORDER BY name LIMIT 5"); sqlstate(err) != "0A000" {
+		t.Errorf("ORDER BY a text column across shards: %v, want 0A000", err)
+	}
 }

@@ -21,9 +21,10 @@
 //     them.
 //   - Scatter: every shard of the group, for a SELECT, UPDATE or DELETE
 //     without a usable key predicate. A SELECT that needs the rows of
-//     several shards combined (ORDER BY, OFFSET, aggregates other than a
-//     list of counts, which Merge sums, LIMIT except its own top-level one
-//     without ORDER BY, which Merge applies, GROUP
+//     several shards combined (ORDER BY and LIMIT beyond what Merge can
+//     do: a top-level LIMIT, alone or after ORDER BY integer output
+//     columns; OFFSET; aggregates other than a list of counts, which
+//     Merge sums; GROUP
 //     BY, HAVING, DISTINCT, window functions, UNION/INTERSECT/EXCEPT,
 //     anywhere in the statement) is refused with SQLSTATE 0A000 when it
 //     would reach more than one shard.

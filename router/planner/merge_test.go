@@ -1,6 +1,9 @@
 package planner
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestCountsMerge: a SELECT of counts over several shards is planned for
 // summing; the same counts on one shard, and other reads, are not.
@@ -33,6 +36,33 @@ func TestCountsMerge(t *testing.T) {
 	} {
 		if st := planOne(t, p, xx, store(sql)); st.Merge != MergeLimit || st.Limit != want {
 			t.Errorf("%s: merge %v, limit %+v; want %+v", sql, st.Merge, st.Limit, want)
+		}
+	}
+}
+
+// TestOrderedMerge: ORDER BY integer output columns with a LIMIT is
+// planned for merging, with each key's column, direction and NULLs.
+func TestOrderedMerge(t *testing.T) {
+	xx := loadTopology(t, "store_xxhash.json")
+	p := New(100)
+	for sql, want := range map[string][]OrderKey{
+		"SELECT * FROM customers ORDER BY customer_id LIMIT 5":                                  {{Column: 0}},
+		"SELECT name, customer_id FROM customers ORDER BY customer_id DESC LIMIT 5":             {{Column: 1, Desc: true, NullsFirst: true}},
+		"SELECT name, customer_id AS id FROM customers ORDER BY id NULLS FIRST LIMIT 5":         {{Column: 1, NullsFirst: true}},
+		"SELECT c.* FROM customers c ORDER BY 1 DESC NULLS LAST LIMIT 5":                        {{Column: 0, Desc: true}},
+		"SELECT customer_id, name FROM customers WHERE name > 'a' ORDER BY customer_id LIMIT 0": {{Column: 0}},
+	} {
+		st := planOne(t, p, xx, store(sql))
+		if st.Err != nil || st.Merge != MergeOrdered || !slices.Equal(st.Order, want) {
+			t.Errorf("%s: merge %v order %+v err %v; want %+v", sql, st.Merge, st.Order, st.Err, want)
+		}
+	}
+	for sql, want := range map[string]int64{
+		"SELECT * FROM customers ORDER BY customer_id LIMIT 5": 5,
+		"SELECT * FROM customers ORDER BY customer_id LIMIT 8": 8,
+	} {
+		if st := planOne(t, p, xx, store(sql)); st.Limit.Value != want {
+			t.Errorf("%s: limit %d, want %d", sql, st.Limit.Value, want)
 		}
 	}
 }

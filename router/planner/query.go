@@ -102,11 +102,7 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 	}
 	if c.whereKeys(st, q.where, candidates) || st.Err != nil {
 		if q.read && f.crossShard != "" {
-			if countsOnly(q, f) {
-				st.Merge = MergeCounts
-			} else if lim, ok := c.limitOnly(q, f); ok {
-				st.Merge, st.Limit = MergeLimit, lim
-			} else {
+			if !c.mergeable(st, q, f, sharded) {
 				st.multiShard = crossShard(f.crossShard, severalShards(g.UID))
 			}
 		}
@@ -118,11 +114,7 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 	}
 	st.Route = Scatter
 	if q.read && f.crossShard != "" {
-		if countsOnly(q, f) {
-			st.Merge = MergeCounts
-		} else if lim, ok := c.limitOnly(q, f); ok {
-			st.Merge, st.Limit = MergeLimit, lim
-		} else {
+		if !c.mergeable(st, q, f, sharded) {
 			st.Err = crossShard(f.crossShard, everyShard(g.UID))
 		}
 	}
@@ -250,6 +242,28 @@ func contains(list []string, s string) bool {
 		if x == s {
 			return true
 		}
+	}
+	return false
+}
+
+// mergeable sets how the router combines the shards' answers to a read
+// whose rows must be combined, if it can, and reports whether it can.
+func (c *planCtx) mergeable(st *Statement, q *query, f *facts, sharded []*tableRef) bool {
+	if countsOnly(q, f) {
+		st.Merge = MergeCounts
+		return true
+	}
+	if lim, ok := c.limitOnly(q, f); ok {
+		st.Merge, st.Limit = MergeLimit, lim
+		return true
+	}
+	var table *tableRef
+	if len(sharded) == 1 && len(q.from) == 1 {
+		table = sharded[0]
+	}
+	if keys, lim, ok := c.orderedLimit(q, f, table); ok {
+		st.Merge, st.Limit, st.Order = MergeOrdered, lim, keys
+		return true
 	}
 	return false
 }

@@ -69,8 +69,10 @@ type Statement struct {
 	// statement: MergeCounts for a SELECT of counts, which the router
 	// sums. One shard's answer always goes through as it is.
 	Merge MergeKind
-	// Limit is the LIMIT the router applies to a MergeLimit statement.
+	// Limit is the LIMIT the router applies to a MergeLimit or
+	// MergeOrdered statement; Order is a MergeOrdered one's ORDER BY.
 	Limit Limit
+	Order []OrderKey
 
 	// Err is the error the statement fails with, known at plan time: 0A000
 	// for what Tessera cannot route yet, or the Schema's error for an

@@ -45,6 +45,7 @@ type facts struct {
 	crossOther   bool
 	aggCalls     int
 	limits       int  // SELECTs with a LIMIT (or FETCH FIRST), anywhere
+	orders       int  // SELECTs with an ORDER BY, anywhere
 	locking      bool // FOR UPDATE / SHARE
 	modifyingCTE bool // WITH x AS (INSERT / UPDATE / DELETE / MERGE ...)
 	session      SessionState
@@ -91,12 +92,15 @@ func (f *facts) cross(what string) {
 	if f.crossShard == "" {
 		f.crossShard = what
 	}
-	if what != aggregateFunctions && what != limitClause {
+	if what != aggregateFunctions && what != limitClause && what != orderClause {
 		f.crossOther = true
 	}
 }
 
-const limitClause = "LIMIT"
+const (
+	limitClause = "LIMIT"
+	orderClause = "ORDER BY"
+)
 
 const aggregateFunctions = "aggregate functions"
 
@@ -109,9 +113,11 @@ func (f *facts) selectFacts(s *pg_query.SelectStmt) {
 	case pg_query.SetOperation_SETOP_EXCEPT:
 		f.cross("EXCEPT")
 	}
+	if len(s.SortClause) > 0 {
+		f.orders++
+		f.cross(orderClause)
+	}
 	switch {
-	case len(s.SortClause) > 0:
-		f.cross("ORDER BY")
 	case s.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES:
 		f.cross("FETCH ... WITH TIES")
 	case s.LimitCount != nil:
