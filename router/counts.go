@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/tesseradb/tessera/pgerr"
-	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
@@ -23,21 +22,7 @@ func (c *clientConn) scatterCounts(ctx context.Context, r *routed, frontend []by
 	var first []byte // the first shard's answer: its messages frame ours
 	var sums []int64
 	for i, shard := range r.shards {
-		b, err := c.session(ctx, shard, c.settings.replica())
-		if err == nil {
-			err = c.joinTx(ctx, b)
-		}
-		var answer []byte
-		if err == nil {
-			var res sidecar.Result
-			res, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared}, func(chunk []byte) error {
-				answer = append(answer, chunk...)
-				return nil
-			})
-			if err == nil {
-				c.adoptStatus(shard, res.TxStatus)
-			}
-		}
+		answer, err := c.answerOf(ctx, shard, false, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared})
 		if err != nil {
 			c.out = appendError(c.out, "ERROR", shardError(shard, err))
 			c.failTx()
@@ -45,14 +30,7 @@ func (c *clientConn) scatterCounts(ctx context.Context, r *routed, frontend []by
 		}
 		row, failed, err := countsRow(answer, formats)
 		if failed {
-			// The shard's error is the statement's.
-			backendMessages(answer, func(typ byte, msg []byte) error {
-				if typ == 'E' || typ == 'N' {
-					c.out = append(c.out, msg...)
-				}
-				return nil
-			})
-			c.failTx()
+			c.forwardErrors(answer)
 			return true, nil
 		}
 		if err != nil {

@@ -97,7 +97,7 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 			err = c.joinTx(ctx, b)
 		}
 		if err == nil && !replica && !r.readOnly && b.inst.diskLow() {
-			err = pgerr.New("53100", "shard %s is low on disk: it refuses writes until its disk is resized", shard)
+			err = errLowDisk(shard)
 		}
 		if err != nil {
 			// Nothing reached Postgres: the sidecar or the primary is
@@ -269,6 +269,51 @@ func (c *clientConn) everywhere(ctx context.Context, r *routed, frontend []byte,
 		return true, nil
 	}
 	return false, nil
+}
+
+// errLowDisk refuses a write to a primary that reports low disk.
+func errLowDisk(shard string) error {
+	return pgerr.New("53100", "shard %s is low on disk: it refuses writes until its disk is resized", shard)
+}
+
+// answerOf runs batch on shard, in the client's transaction if one is
+// open, and returns the whole answer, for the statements whose answers
+// the router combines (counts, ordered rows, split INSERTs). A write to a
+// primary low on disk is refused.
+func (c *clientConn) answerOf(ctx context.Context, shard string, write bool, batch *pb.Batch) ([]byte, error) {
+	replica := c.settings.replica()
+	b, err := c.session(ctx, shard, replica)
+	if err == nil {
+		err = c.joinTx(ctx, b)
+	}
+	if err == nil && write && !replica && b.inst.diskLow() {
+		err = errLowDisk(shard)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var answer []byte
+	res, err := c.run(b, batch, func(chunk []byte) error {
+		answer = append(answer, chunk...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.adoptStatus(shard, res.TxStatus)
+	return answer, nil
+}
+
+// forwardErrors passes on the errors and notices of a shard's failed
+// answer, which are the statement's, and fails the transaction.
+func (c *clientConn) forwardErrors(answer []byte) {
+	backendMessages(answer, func(typ byte, msg []byte) error {
+		if typ == 'E' || typ == 'N' {
+			c.out = append(c.out, msg...)
+		}
+		return nil
+	})
+	c.failTx()
 }
 
 // shardError names the shard in a failure to run a statement there. A

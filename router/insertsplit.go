@@ -192,24 +192,7 @@ func (c *clientConn) splitInsert(ctx context.Context, r *routed, frontend []byte
 			fe = s.frontendFor(i, frontend)
 			prep = append(append(prep, prepared...), s.prepared[i])
 		}
-		b, err := c.session(ctx, shard, c.settings.replica())
-		if err == nil {
-			err = c.joinTx(ctx, b)
-		}
-		if err == nil && !c.settings.replica() && b.inst.diskLow() {
-			err = pgerr.New("53100", "shard %s is low on disk: it refuses writes until its disk is resized", shard)
-		}
-		var answer []byte
-		if err == nil {
-			var res sidecar.Result
-			res, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: fe, Prepared: prep}, func(chunk []byte) error {
-				answer = append(answer, chunk...)
-				return nil
-			})
-			if err == nil {
-				c.adoptStatus(shard, res.TxStatus)
-			}
-		}
+		answer, err := c.answerOf(ctx, shard, true, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: fe, Prepared: prep})
 		if err != nil {
 			return fail(shardError(shard, err))
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/router/planner"
-	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
@@ -30,21 +29,7 @@ func (c *clientConn) scatterOrdered(ctx context.Context, r *routed, frontend []b
 	var first []byte
 	perShard := make([][]orderedRow, len(r.shards))
 	for i, shard := range r.shards {
-		b, err := c.session(ctx, shard, c.settings.replica())
-		if err == nil {
-			err = c.joinTx(ctx, b)
-		}
-		var answer []byte
-		if err == nil {
-			var res sidecar.Result
-			res, err = c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared}, func(chunk []byte) error {
-				answer = append(answer, chunk...)
-				return nil
-			})
-			if err == nil {
-				c.adoptStatus(shard, res.TxStatus)
-			}
-		}
+		answer, err := c.answerOf(ctx, shard, false, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared})
 		if err != nil {
 			c.out = appendError(c.out, "ERROR", shardError(shard, err))
 			c.failTx()
@@ -52,13 +37,7 @@ func (c *clientConn) scatterOrdered(ctx context.Context, r *routed, frontend []b
 		}
 		rows, failed, err := orderedRows(answer, r.order, formats)
 		if failed {
-			backendMessages(answer, func(typ byte, msg []byte) error {
-				if typ == 'E' || typ == 'N' {
-					c.out = append(c.out, msg...)
-				}
-				return nil
-			})
-			c.failTx()
+			c.forwardErrors(answer)
 			return true, nil
 		}
 		if err != nil {

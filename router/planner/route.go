@@ -31,43 +31,25 @@ func (s *Statement) Shards(params Params) ([]string, error) {
 		many = make([]bool, len(s.Targets))
 	}
 	distinct, first := 0, 0
-	var rowKey uint64
-	for i := range s.Keys {
-		k := &s.Keys[i]
-		key, null, err := k.route(params)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case k.Check:
-			if !null {
-				if err := s.Placement.CheckAlternateKey(rowKey, k.Index, key); err != nil {
-					return nil, err
-				}
-			}
-			continue
-		case null && s.PerRow:
-			return nil, &pgerr.Error{Code: notNullViolationCode,
-				Message: "null value in shard key column \"" + k.Column + "\" cannot be routed"}
-		case null:
-			continue
-		}
-		rowKey = key
-		at := indexOf(s.Targets, s.Placement.Group.ShardFor(key))
+	err := s.eachKey(params, func(_ *Key, shard string) {
+		at := indexOf(s.Targets, shard)
 		if many != nil {
 			if many[at] {
-				continue
+				return
 			}
 			many[at] = true
 		} else {
 			if seen&(1<<at) != 0 {
-				continue
+				return
 			}
 			seen |= 1 << at
 		}
 		if distinct++; distinct == 1 {
 			first = at
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	if distinct <= 1 {
 		return s.Targets[first : first+1], nil
@@ -82,6 +64,38 @@ func (s *Statement) Shards(params Params) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// eachKey routes each placement key of a Shard route and calls fn with
+// it and its shard, after checking the alternate-index keys that follow
+// it against it. NULL keys are skipped, except in an INSERT, which
+// cannot route a row without its key (23502).
+func (s *Statement) eachKey(params Params, fn func(k *Key, shard string)) error {
+	var rowKey uint64
+	for i := range s.Keys {
+		k := &s.Keys[i]
+		key, null, err := k.route(params)
+		if err != nil {
+			return err
+		}
+		switch {
+		case k.Check:
+			if !null {
+				if err := s.Placement.CheckAlternateKey(rowKey, k.Index, key); err != nil {
+					return err
+				}
+			}
+			continue
+		case null && s.PerRow:
+			return &pgerr.Error{Code: notNullViolationCode,
+				Message: "null value in shard key column \"" + k.Column + "\" cannot be routed"}
+		case null:
+			continue
+		}
+		rowKey = key
+		fn(k, s.Placement.Group.ShardFor(key))
+	}
+	return nil
 }
 
 // route computes the routing key of k's value; null reports SQL NULL.

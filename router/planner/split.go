@@ -110,27 +110,9 @@ func (s *Statement) RowShards(params Params) ([]string, error) {
 		n = max(n, s.Keys[i].Row+1)
 	}
 	out := make([]string, n)
-	var rowKey uint64
-	for i := range s.Keys {
-		k := &s.Keys[i]
-		key, null, err := k.route(params)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case k.Check:
-			if !null {
-				if err := s.Placement.CheckAlternateKey(rowKey, k.Index, key); err != nil {
-					return nil, err
-				}
-			}
-			continue
-		case null:
-			return nil, &pgerr.Error{Code: notNullViolationCode,
-				Message: "null value in shard key column \"" + k.Column + "\" cannot be routed"}
-		}
-		rowKey = key
-		out[k.Row] = s.Placement.Group.ShardFor(key)
+	err := s.eachKey(params, func(k *Key, shard string) { out[k.Row] = shard })
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -141,49 +141,5 @@ func (s *Store) WatchRecords(ctx context.Context, kind Kind) (<-chan []Record, e
 	if err := kind.check(); err != nil {
 		return nil, err
 	}
-	prefix := s.kindPrefix(kind)
-	opts := []clientv3.OpOption{clientv3.WithPrefix()}
-	resp, err := s.cli.Get(ctx, prefix, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s records: %w", kind, err)
-	}
-	// Keep the raw key-values: the list is rebuilt from them on each change.
-	kvs := map[string]*mvccpb.KeyValue{}
-	reset := func(resp *clientv3.GetResponse) {
-		clear(kvs)
-		for _, kv := range resp.Kvs {
-			kvs[string(kv.Key)] = kv
-		}
-	}
-	reset(resp)
-	out := make(chan []Record)
-	send := func() {
-		list := make([]*mvccpb.KeyValue, 0, len(kvs))
-		for _, kv := range kvs {
-			list = append(list, kv)
-		}
-		select {
-		case out <- recordList(prefix, list):
-		case <-ctx.Done():
-		}
-	}
-	go func() {
-		defer close(out)
-		send()
-		follow(ctx, s.cli, prefix, opts, resp.Header.Revision+1, follower{
-			reset: func(resp *clientv3.GetResponse) { reset(resp); send() },
-			apply: func(events []*clientv3.Event) {
-				for _, ev := range events {
-					if ev.Type == mvccpb.DELETE {
-						delete(kvs, string(ev.Kv.Key))
-					} else {
-						kvs[string(ev.Kv.Key)] = ev.Kv
-					}
-				}
-				send()
-			},
-			problem: func(error) {},
-		})
-	}()
-	return out, nil
+	return watchList(ctx, s.cli, s.kindPrefix(kind), string(kind)+" records", recordList)
 }

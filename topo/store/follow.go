@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -98,4 +99,57 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// watchList sends the list that build makes of the keys under prefix,
+// first as they are now and again after every change, until ctx ends or
+// the client is closed; then it closes the channel. A reader that falls
+// behind holds the goroutine back but misses nothing. etcd failures are
+// retried quietly; meanwhile the last list sent stands. what names the
+// keys in the error of the first read.
+func watchList[T any](ctx context.Context, cli *clientv3.Client, prefix, what string, build func(prefix string, kvs []*mvccpb.KeyValue) T) (<-chan T, error) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	resp, err := cli.Get(ctx, prefix, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", what, err)
+	}
+	// Keep the raw key-values: the list is rebuilt from them on each change.
+	kvs := map[string]*mvccpb.KeyValue{}
+	reset := func(resp *clientv3.GetResponse) {
+		clear(kvs)
+		for _, kv := range resp.Kvs {
+			kvs[string(kv.Key)] = kv
+		}
+	}
+	reset(resp)
+	out := make(chan T)
+	send := func() {
+		list := make([]*mvccpb.KeyValue, 0, len(kvs))
+		for _, kv := range kvs {
+			list = append(list, kv)
+		}
+		select {
+		case out <- build(prefix, list):
+		case <-ctx.Done():
+		}
+	}
+	go func() {
+		defer close(out)
+		send()
+		follow(ctx, cli, prefix, opts, resp.Header.Revision+1, follower{
+			reset: func(resp *clientv3.GetResponse) { reset(resp); send() },
+			apply: func(events []*clientv3.Event) {
+				for _, ev := range events {
+					if ev.Type == mvccpb.DELETE {
+						delete(kvs, string(ev.Kv.Key))
+					} else {
+						kvs[string(ev.Kv.Key)] = ev.Kv
+					}
+				}
+				send()
+			},
+			problem: func(error) {},
+		})
+	}()
+	return out, nil
 }

@@ -178,48 +178,5 @@ func shardStateList(prefix string, kvs []*mvccpb.KeyValue) []ShardState {
 // client is closed; then it closes the channel. Invalid documents are
 // skipped. etcd failures are retried quietly.
 func (s *Store) WatchShardStates(ctx context.Context) (<-chan []ShardState, error) {
-	prefix := s.shardPrefix()
-	opts := []clientv3.OpOption{clientv3.WithPrefix()}
-	resp, err := s.cli.Get(ctx, prefix, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("reading shard states: %w", err)
-	}
-	kvs := map[string]*mvccpb.KeyValue{}
-	reset := func(resp *clientv3.GetResponse) {
-		clear(kvs)
-		for _, kv := range resp.Kvs {
-			kvs[string(kv.Key)] = kv
-		}
-	}
-	reset(resp)
-	out := make(chan []ShardState)
-	send := func() {
-		list := make([]*mvccpb.KeyValue, 0, len(kvs))
-		for _, kv := range kvs {
-			list = append(list, kv)
-		}
-		select {
-		case out <- shardStateList(prefix, list):
-		case <-ctx.Done():
-		}
-	}
-	go func() {
-		defer close(out)
-		send()
-		follow(ctx, s.cli, prefix, opts, resp.Header.Revision+1, follower{
-			reset: func(resp *clientv3.GetResponse) { reset(resp); send() },
-			apply: func(events []*clientv3.Event) {
-				for _, ev := range events {
-					if ev.Type == mvccpb.DELETE {
-						delete(kvs, string(ev.Kv.Key))
-					} else {
-						kvs[string(ev.Kv.Key)] = ev.Kv
-					}
-				}
-				send()
-			},
-			problem: func(error) {},
-		})
-	}()
-	return out, nil
+	return watchList(ctx, s.cli, s.shardPrefix(), "shard states", shardStateList)
 }
