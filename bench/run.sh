@@ -4,7 +4,8 @@
 # (127.0.0.1:ROUTER) and straight to shard-0's primary, several rounds each,
 # then reports the TPS ratio and the router's plus sidecar's CPU time per
 # transaction (CPU of the `tessera dev` process, which runs both, divided by
-# the transactions it served).
+# the transactions it served; the cluster runs without Temporal so that
+# only the router, the sidecar, etcd and pgmanager share that process).
 #
 #   bench/run.sh [-c CLIENTS] [-T SECONDS] [-r ROUNDS] [-s SCALE] [-M simple|extended|prepared]
 set -euo pipefail
@@ -19,8 +20,8 @@ data=$(mktemp -d /tmp/tessera-bench.XXXXXX)
 chmod 755 "$data"
 PGBENCH=${PGBENCH:-$(ls /usr/lib/postgresql/*/bin/pgbench | tail -1)}
 (cd "$root" && go build -o "$bin" ./cmd/tessera)
-"$bin" dev --data "$data/d" --shards 1 --replicas 0 --base-port 25533 --router-port 26532 --etcd-port 0 \
-  --temporal-port 27233 --temporal-ui-port 28233 --print-json > "$data/cluster.json" 2> "$data/dev.log" &
+"$bin" dev --temporal=false --data "$data/d" --shards 1 --replicas 0 --base-port 25533 --router-port 26532 --etcd-port 0 \
+  --print-json > "$data/cluster.json" 2> "$data/dev.log" &
 devpid=$!
 trap 'kill -INT $devpid 2>/dev/null; wait $devpid 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 1 600); do [ -s "$data/cluster.json" ] && break; sleep 0.2; done

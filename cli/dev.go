@@ -20,6 +20,7 @@ import (
 func newDevCommand(opts Options) *cobra.Command {
 	var cfg dev.Config
 	var printJSON, verbose bool
+	withTemporal := true
 	var debugAddr string
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -41,7 +42,9 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 				level = slog.LevelInfo
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			cfg.Temporal = opts.Temporal
+			if withTemporal {
+				cfg.Temporal = opts.Temporal
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := serveDebug(debugAddr); err != nil {
@@ -53,7 +56,7 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 				return err
 			}
 			info := cluster.Info()
-			printSummary(cmd.ErrOrStderr(), info, cfg.Password, opts.Temporal != nil)
+			printSummary(cmd.ErrOrStderr(), info, cfg.Password, cfg.Temporal != nil)
 			if printJSON {
 				data, _ := json.Marshal(info)
 				fmt.Fprintln(cmd.OutOrStdout(), string(data))
@@ -79,6 +82,7 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 	f.IntVar(&cfg.BasePort, "base-port", 5433, "first Postgres port")
 	f.IntVar(&cfg.EtcdPort, "etcd-port", 2379, "etcd client port (another free one if taken)")
 	f.IntVar(&cfg.RouterPort, "router-port", 6432, "port clients connect to")
+	f.BoolVar(&withTemporal, "temporal", true, "run the embedded Temporal server with a worker and the failover monitor (false: no operations workflows, no automatic failover; benchmarks use it)")
 	f.IntVar(&cfg.TemporalPort, "temporal-port", 7233, "Temporal frontend port")
 	f.IntVar(&cfg.TemporalUIPort, "temporal-ui-port", 8233, "Temporal Web UI port")
 	f.StringVar(&cfg.BinDir, "pg-bindir", "", "directory of the Postgres server binaries (default: discovered)")
