@@ -24,6 +24,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzPlan -fuzztime 30s ./router/planner/
 	$(GO) test -run XXX -fuzz FuzzSplitInsert -fuzztime 30s ./router/planner/
 	$(GO) test -run XXX -fuzz FuzzDemoteFatal -fuzztime 15s ./sidecar/
+	$(GO) test -run XXX -fuzz FuzzFrameCodec -fuzztime 30s ./sidecar/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./topo/... ./router/...

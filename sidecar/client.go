@@ -57,7 +57,22 @@ type ClientSession struct {
 	// frames, once Listen ran, carries every response that is not async,
 	// read from the stream by Listen's goroutine.
 	frames chan frame
+
+	// What earlier batches of this session sent, so that later ones refer
+	// to it instead of sending it again (see Batch.same_settings and
+	// Batch.prepared_names); only Run touches these.
+	sentSettings []setting
+	sentOnce     bool
+	sentNames    map[string]struct{}
+	req          pb.SessionRequest
+	reqBatch     pb.SessionRequest_Batch
+	wireBatch    pb.Batch
 }
+
+// maxSessionStatements bounds the prepared statements one session
+// remembers by name, on both ends; a client that reaches it starts over
+// with prepared_reset.
+const maxSessionStatements = 1024
 
 type frame struct {
 	resp *pb.SessionResponse
@@ -102,7 +117,7 @@ type Result struct {
 // Run sends a batch and passes each chunk of the answer to fn, which must
 // not keep the slice.
 func (s *ClientSession) Run(batch *pb.Batch, fn func(chunk []byte) error) (Result, error) {
-	if err := s.stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Batch{Batch: batch}}); err != nil {
+	if err := s.stream.Send(s.wire(batch)); err != nil {
 		if errors.Is(err, io.EOF) {
 			// The server ended the stream; its status says why.
 			_, err = s.stream.Recv()
@@ -123,6 +138,60 @@ func (s *ClientSession) Run(batch *pb.Batch, fn func(chunk []byte) error) (Resul
 			return Result{TxStatus: resp.TxStatus, CopyIn: resp.CopyIn}, nil
 		}
 	}
+}
+
+// wire is the request that carries batch on this session: settings and
+// prepared statements that earlier batches sent go by reference. The
+// request is reused by the next call.
+func (s *ClientSession) wire(batch *pb.Batch) *pb.SessionRequest {
+	w := &s.wireBatch
+	w.Reset()
+	w.Mode, w.Frontend = batch.Mode, batch.Frontend
+	if s.sentOnce && sameSettingList(s.sentSettings, batch.Settings) {
+		w.SameSettings = true
+	} else {
+		w.Settings = batch.Settings
+		s.sentSettings = s.sentSettings[:0]
+		for _, x := range batch.Settings {
+			s.sentSettings = append(s.sentSettings, setting{x.Name, x.Value})
+		}
+		s.sentOnce = true
+	}
+	for _, ps := range batch.Prepared {
+		if _, ok := s.sentNames[ps.Name]; ok {
+			w.PreparedNames = append(w.PreparedNames, ps.Name)
+			continue
+		}
+		if s.sentNames == nil || len(s.sentNames) >= maxSessionStatements {
+			// Start over rather than grow without bound: the sidecar
+			// forgets too, and the statements this batch needs follow in
+			// full.
+			s.sentNames = make(map[string]struct{})
+			w.PreparedReset = true
+			w.Prepared, w.PreparedNames = append(w.Prepared[:0], batch.Prepared...), nil
+			for _, p := range batch.Prepared {
+				s.sentNames[p.Name] = struct{}{}
+			}
+			break
+		}
+		s.sentNames[ps.Name] = struct{}{}
+		w.Prepared = append(w.Prepared, ps)
+	}
+	s.reqBatch.Batch = w
+	s.req.Msg = &s.reqBatch
+	return &s.req
+}
+
+func sameSettingList(sent []setting, list []*pb.Setting) bool {
+	if len(sent) != len(list) {
+		return false
+	}
+	for i, x := range list {
+		if sent[i].name != x.Name || sent[i].value != x.Value {
+			return false
+		}
+	}
+	return true
 }
 
 // Listen passes the asynchronous messages (notifications, notices) that

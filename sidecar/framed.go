@@ -50,13 +50,25 @@ func newFrameConn(c net.Conn) *frameConn {
 
 func (f *frameConn) write(m proto.Message) error {
 	b := append(f.wbuf[:0], 0, 0, 0, 0)
-	b, err := proto.MarshalOptions{}.MarshalAppend(b, m)
-	if err != nil {
-		return err
+	switch m := m.(type) {
+	case *pb.SessionRequest:
+		b = appendRequest(b, m)
+	case *pb.SessionResponse:
+		b = appendResponse(b, m)
+	default:
+		var err error
+		if b, err = (proto.MarshalOptions{}).MarshalAppend(b, m); err != nil {
+			return err
+		}
+	}
+	if len(b)-4 > maxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d", len(b)-4, maxFrame)
 	}
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	f.wbuf = b
-	_, err = f.conn.Write(b)
+	if cap(b) <= maxKeptFrameBuffer {
+		f.wbuf = b
+	}
+	_, err := f.conn.Write(b)
 	return err
 }
 
@@ -83,6 +95,12 @@ func (f *frameConn) read(m proto.Message) error {
 	}
 	if _, err := io.ReadFull(f.r, buf); err != nil {
 		return err
+	}
+	switch m := m.(type) {
+	case *pb.SessionRequest:
+		return decodeRequest(buf, m)
+	case *pb.SessionResponse:
+		return decodeResponse(buf, m)
 	}
 	return proto.Unmarshal(buf, m)
 }

@@ -3,6 +3,7 @@ package sidecar_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -32,6 +33,12 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		// Fuzzing needs no Postgres, and its worker processes must not
+		// each start one.
+		return m.Run()
+	}
 	var err error
 	baseDir, err = os.MkdirTemp("", "sidecar-test-")
 	if err != nil {

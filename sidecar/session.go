@@ -29,6 +29,11 @@ type session struct {
 	timer         *time.Timer
 	timedOut      bool // the idle-in-transaction timeout ended the session
 
+	// What the router sent with earlier batches and later ones refer to
+	// (resolve): the last settings list, the prepared statements by name.
+	settings   []*pb.Setting
+	statements map[string]*pb.PreparedStatement
+
 	// watcher forwards what the session-pinned backend says between
 	// batches (async.go); only the session goroutine touches this field.
 	watcher *watcher
@@ -68,6 +73,9 @@ func (s *Server) serveSession(stream sessionStream, open *pb.Open) error {
 		if batch == nil {
 			return pgerr.New(pgerr.ProtocolViolation, "expected a batch")
 		}
+		if err := sess.resolve(batch); err != nil {
+			return err
+		}
 		sess.unwatch()
 		if err := sess.batch(stream.Context(), batch); err != nil {
 			return err
@@ -79,6 +87,34 @@ func (s *Server) serveSession(stream sessionStream, open *pb.Open) error {
 			sess.watch(b)
 		}
 	}
+}
+
+// resolve fills in what batch refers to from earlier batches of the
+// session (Batch.same_settings, Batch.prepared_names), so that the rest
+// of the session sees whole batches, and remembers what it brings.
+func (sess *session) resolve(batch *pb.Batch) error {
+	if batch.SameSettings {
+		batch.Settings = sess.settings
+	} else {
+		sess.settings = batch.Settings
+	}
+	if batch.PreparedReset || sess.statements == nil {
+		sess.statements = make(map[string]*pb.PreparedStatement)
+	}
+	for _, ps := range batch.Prepared {
+		if _, ok := sess.statements[ps.Name]; !ok && len(sess.statements) >= maxSessionStatements {
+			return pgerr.New(pgerr.ProtocolViolation, "a session may refer to at most %d prepared statements by name", maxSessionStatements)
+		}
+		sess.statements[ps.Name] = ps
+	}
+	for _, name := range batch.PreparedNames {
+		ps, ok := sess.statements[name]
+		if !ok {
+			return pgerr.New(pgerr.ProtocolViolation, "the batch refers to prepared statement %q, which this session never sent", name)
+		}
+		batch.Prepared = append(batch.Prepared, ps)
+	}
+	return nil
 }
 
 // reply sends a whole answer the sidecar made itself (an error).

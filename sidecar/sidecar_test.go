@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
@@ -386,5 +387,51 @@ func TestNotificationsWhileIdle(t *testing.T) {
 	}
 	if !bytes.Contains(raw.Bytes(), []byte("plain_news\x00later\x00")) {
 		t.Fatalf("the answer after a notification does not carry it: %q", raw.Bytes())
+	}
+}
+
+// TestBatchesReferToWhatTheSessionSent: a session sends its settings and
+// prepared statements once and later batches refer to them; changed
+// settings and more statements than a session remembers still arrive
+// whole, and a reference to a statement never sent ends the session with
+// 08P01.
+func TestBatchesReferToWhatTheSessionSent(t *testing.T) {
+	t.Parallel()
+	srv := startSidecar(t, shared, sidecar.PoolConfig{})
+	c := dial(t, srv)
+	s := open(t, c)
+	show := encode(t, &pgproto3.Query{String: "SELECT current_setting('application_name')"})
+	for i, name := range []string{"first", "first", "second", "second", ""} {
+		var settings []*pb.Setting
+		if name != "" {
+			settings = []*pb.Setting{{Name: "application_name", Value: name}}
+		}
+		if got := run(t, s, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: show, Settings: settings}).one(t); got != name {
+			t.Errorf("batch %d: application_name %q, want %q", i, got, name)
+		}
+	}
+
+	// More distinct statements than a session remembers, each used twice.
+	for i := range 1100 {
+		stmt := &pb.PreparedStatement{Name: fmt.Sprintf("tsr_ref_%d", i), Query: fmt.Sprintf("SELECT %d + $1::int", i), ParamOids: []uint32{23}}
+		for range 2 {
+			r := run(t, s, &pb.Batch{Mode: pb.Mode_STATEMENT, Prepared: []*pb.PreparedStatement{stmt}, Frontend: encode(t,
+				&pgproto3.Bind{PreparedStatement: stmt.Name, Parameters: [][]byte{[]byte("1")}},
+				&pgproto3.Execute{}, &pgproto3.Sync{})})
+			if got, want := r.one(t), fmt.Sprint(i+1); got != want {
+				t.Fatalf("statement %d: %s, want %s", i, got, want)
+			}
+		}
+	}
+
+	stream, err := c.Session(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.Open{Database: "postgres", User: "postgres"}}})
+	stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Batch{Batch: &pb.Batch{Mode: pb.Mode_STATEMENT, PreparedNames: []string{"never_sent"},
+		Frontend: encode(t, &pgproto3.Bind{PreparedStatement: "never_sent"}, &pgproto3.Execute{}, &pgproto3.Sync{})}}})
+	if _, err := stream.Recv(); pgerr.Code(sidecar.ErrorFromStatus(err)) != pgerr.ProtocolViolation {
+		t.Errorf("a reference to a statement never sent: %v, want 08P01", err)
 	}
 }

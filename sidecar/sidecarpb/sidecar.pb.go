@@ -292,7 +292,17 @@ type Batch struct {
 	// Named prepared statements the batch refers to. The sidecar prepares
 	// any the backend lacks before the batch, and drops their ParseComplete
 	// from the response. Names must be content-derived: one name, one query.
-	Prepared      []*PreparedStatement `protobuf:"bytes,4,rep,name=prepared,proto3" json:"prepared,omitempty"`
+	Prepared []*PreparedStatement `protobuf:"bytes,4,rep,name=prepared,proto3" json:"prepared,omitempty"`
+	// same_settings: the settings are those of this session's previous
+	// batch (settings is then empty), so a session does not resend an
+	// unchanged list with every batch.
+	SameSettings bool `protobuf:"varint,5,opt,name=same_settings,json=sameSettings,proto3" json:"same_settings,omitempty"`
+	// prepared_names: more statements the batch refers to, by name only,
+	// each sent in full (in prepared) by an earlier batch of this session.
+	PreparedNames []string `protobuf:"bytes,6,rep,name=prepared_names,json=preparedNames,proto3" json:"prepared_names,omitempty"`
+	// prepared_reset: forget the statements earlier batches sent before
+	// reading this one's, which bounds what a session remembers.
+	PreparedReset bool `protobuf:"varint,7,opt,name=prepared_reset,json=preparedReset,proto3" json:"prepared_reset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,6 +363,27 @@ func (x *Batch) GetPrepared() []*PreparedStatement {
 		return x.Prepared
 	}
 	return nil
+}
+
+func (x *Batch) GetSameSettings() bool {
+	if x != nil {
+		return x.SameSettings
+	}
+	return false
+}
+
+func (x *Batch) GetPreparedNames() []string {
+	if x != nil {
+		return x.PreparedNames
+	}
+	return nil
+}
+
+func (x *Batch) GetPreparedReset() bool {
+	if x != nil {
+		return x.PreparedReset
+	}
+	return false
 }
 
 type Setting struct {
@@ -1458,12 +1489,15 @@ const file_sidecar_proto_rawDesc = "" +
 	"\x04Open\x12\x1a\n" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12!\n" +
-	"\fcancel_token\x18\x03 \x01(\tR\vcancelToken\"\xcd\x01\n" +
+	"\fcancel_token\x18\x03 \x01(\tR\vcancelToken\"\xc0\x02\n" +
 	"\x05Batch\x12,\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x18.tessera.sidecar.v1.ModeR\x04mode\x12\x1a\n" +
 	"\bfrontend\x18\x02 \x01(\fR\bfrontend\x127\n" +
 	"\bsettings\x18\x03 \x03(\v2\x1b.tessera.sidecar.v1.SettingR\bsettings\x12A\n" +
-	"\bprepared\x18\x04 \x03(\v2%.tessera.sidecar.v1.PreparedStatementR\bprepared\"3\n" +
+	"\bprepared\x18\x04 \x03(\v2%.tessera.sidecar.v1.PreparedStatementR\bprepared\x12#\n" +
+	"\rsame_settings\x18\x05 \x01(\bR\fsameSettings\x12%\n" +
+	"\x0eprepared_names\x18\x06 \x03(\tR\rpreparedNames\x12%\n" +
+	"\x0eprepared_reset\x18\a \x01(\bR\rpreparedReset\"3\n" +
 	"\aSetting\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"\\\n" +
