@@ -14,13 +14,14 @@ import (
 type reader struct {
 	r   *bufio.Reader
 	buf []byte
-	max int // largest message accepted
+	max int     // largest message accepted
+	hdr [5]byte // a field, not a local: io.ReadFull would move a local to the heap
 }
 
 // next returns the next message's type and body.
 func (r *reader) next() (byte, []byte, error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(r.r, hdr[:]); err != nil {
+	hdr := r.hdr[:]
+	if _, err := io.ReadFull(r.r, hdr); err != nil {
 		return 0, nil, err
 	}
 	n := int(binary.BigEndian.Uint32(hdr[1:]))
@@ -34,7 +35,7 @@ func (r *reader) next() (byte, []byte, error) {
 		r.buf = make([]byte, n+1, max(n+1, 2*cap(r.buf)))
 	}
 	msg := r.buf[:n+1]
-	copy(msg, hdr[:])
+	copy(msg, hdr)
 	if _, err := io.ReadFull(r.r, msg[5:]); err != nil {
 		return 0, nil, err
 	}

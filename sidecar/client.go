@@ -145,8 +145,10 @@ func (s *ClientSession) Run(batch *pb.Batch, fn func(chunk []byte) error) (Resul
 // request is reused by the next call.
 func (s *ClientSession) wire(batch *pb.Batch) *pb.SessionRequest {
 	w := &s.wireBatch
+	names, prepared := w.PreparedNames[:0], w.Prepared[:0]
+	clear(w.Prepared)
 	w.Reset()
-	w.Mode, w.Frontend = batch.Mode, batch.Frontend
+	w.Mode, w.Frontend, w.PreparedNames, w.Prepared = batch.Mode, batch.Frontend, names, prepared
 	if s.sentOnce && sameSettingList(s.sentSettings, batch.Settings) {
 		w.SameSettings = true
 	} else {
@@ -224,7 +226,7 @@ func (s *ClientSession) Listen(fn func(msgs []byte)) {
 func (s *ClientSession) recv() (*pb.SessionResponse, error) {
 	if s.frames == nil {
 		for {
-			resp, err := s.stream.Recv()
+			resp, err := s.recvShared()
 			if err != nil || !resp.Async {
 				return resp, err
 			}
@@ -240,6 +242,17 @@ func (s *ClientSession) recv() (*pb.SessionResponse, error) {
 		return nil, io.EOF
 	}
 	return f.resp, f.err
+}
+
+// recvShared receives the next response without copying it where the
+// transport can (the framed port): Run is done with a response before it
+// receives the next. Listen's goroutine, which reads ahead, owns what it
+// receives instead.
+func (s *ClientSession) recvShared() (*pb.SessionResponse, error) {
+	if f, ok := s.stream.(*framedClientStream); ok {
+		return f.recvShared()
+	}
+	return s.stream.Recv()
 }
 
 // Close ends the session and waits for the sidecar to finish with it.

@@ -216,9 +216,16 @@ func varintValue(typ protowire.Type, b []byte, out *uint64) int {
 	return n
 }
 
-// decodeRequest decodes b into r. Byte fields are copied: the frame's
-// buffer is reused.
+// decodeRequest decodes b into r, copying byte fields.
 func decodeRequest(b []byte, r *pb.SessionRequest) error {
+	return decodeRequestInto(b, r, nil, false)
+}
+
+// decodeRequestInto decodes b into r. A batch is decoded into reuse when
+// it is not nil, keeping the arrays of its Prepared and PreparedNames (not
+// of Settings, which a session keeps); with alias, its Frontend is a
+// slice of b rather than a copy.
+func decodeRequestInto(b []byte, r *pb.SessionRequest, reuse *pb.SessionRequest_Batch, alias bool) error {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) int {
 		var body []byte
 		switch num {
@@ -238,11 +245,23 @@ func decodeRequest(b []byte, r *pb.SessionRequest) error {
 			if n < 0 {
 				return n
 			}
-			batch := &pb.Batch{}
-			if decodeBatch(body, batch) != nil {
+			if reuse == nil {
+				reuse = &pb.SessionRequest_Batch{}
+			}
+			batch := reuse.Batch
+			if batch == nil {
+				batch = &pb.Batch{}
+			} else {
+				clear(batch.Prepared)
+				prepared, names := batch.Prepared[:0], batch.PreparedNames[:0]
+				batch.Reset()
+				batch.Prepared, batch.PreparedNames = prepared, names
+			}
+			if decodeBatch(body, batch, alias) != nil {
 				return badField
 			}
-			r.Msg = &pb.SessionRequest_Batch{Batch: batch}
+			reuse.Batch = batch
+			r.Msg = reuse
 			return n
 		}
 		return unknownField
@@ -277,7 +296,7 @@ func decodeOpen(b []byte, o *pb.Open) error {
 	})
 }
 
-func decodeBatch(b []byte, x *pb.Batch) error {
+func decodeBatch(b []byte, x *pb.Batch, alias bool) error {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) int {
 		var u uint64
 		var body []byte
@@ -289,7 +308,11 @@ func decodeBatch(b []byte, x *pb.Batch) error {
 		case fieldBatchFrontend:
 			n := bytesValue(typ, v, &body)
 			if n >= 0 {
-				x.Frontend = append([]byte(nil), body...)
+				if alias {
+					x.Frontend = body
+				} else {
+					x.Frontend = append([]byte(nil), body...)
+				}
 			}
 			return n
 		case fieldBatchSettings:
@@ -375,6 +398,12 @@ func decodePrepared(b []byte, ps *pb.PreparedStatement) error {
 
 // decodeResponse decodes b into r, copying the backend bytes.
 func decodeResponse(b []byte, r *pb.SessionResponse) error {
+	return decodeResponseAlias(b, r, false)
+}
+
+// decodeResponseAlias decodes b into r; with alias, r.Backend is a slice
+// of b.
+func decodeResponseAlias(b []byte, r *pb.SessionResponse, alias bool) error {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) int {
 		var u uint64
 		var body []byte
@@ -382,7 +411,11 @@ func decodeResponse(b []byte, r *pb.SessionResponse) error {
 		case fieldResponseBackend:
 			n := bytesValue(typ, v, &body)
 			if n >= 0 {
-				r.Backend = append(r.Backend[:0], body...)
+				if alias {
+					r.Backend = body
+				} else {
+					r.Backend = append([]byte(nil), body...)
+				}
 			}
 			return n
 		case fieldResponseDone:

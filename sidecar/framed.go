@@ -42,6 +42,7 @@ type frameConn struct {
 	r    *bufio.Reader
 	wbuf []byte
 	rbuf []byte
+	hdr  [4]byte // a field, not a local: io.ReadFull would move a local to the heap
 }
 
 func newFrameConn(c net.Conn) *frameConn {
@@ -73,13 +74,27 @@ func (f *frameConn) write(m proto.Message) error {
 }
 
 func (f *frameConn) read(m proto.Message) error {
-	var hdr [4]byte
-	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+	buf, err := f.readFrame()
+	if err != nil {
 		return err
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
+	switch m := m.(type) {
+	case *pb.SessionRequest:
+		return decodeRequest(buf, m)
+	case *pb.SessionResponse:
+		return decodeResponse(buf, m)
+	}
+	return proto.Unmarshal(buf, m)
+}
+
+// readFrame reads the next frame; the slice is valid until the next read.
+func (f *frameConn) readFrame() ([]byte, error) {
+	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(f.hdr[:])
 	if n > maxFrame {
-		return fmt.Errorf("frame of %d bytes exceeds %d", n, maxFrame)
+		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, maxFrame)
 	}
 	// The buffer is reused, Unmarshal copying what it keeps, unless the
 	// frame is large: a connection should not hold on to megabytes.
@@ -94,15 +109,9 @@ func (f *frameConn) read(m proto.Message) error {
 		buf = f.rbuf[:n]
 	}
 	if _, err := io.ReadFull(f.r, buf); err != nil {
-		return err
+		return nil, err
 	}
-	switch m := m.(type) {
-	case *pb.SessionRequest:
-		return decodeRequest(buf, m)
-	case *pb.SessionResponse:
-		return decodeResponse(buf, m)
-	}
-	return proto.Unmarshal(buf, m)
+	return buf, nil
 }
 
 // serveFramed accepts framed session connections until the listener
@@ -160,14 +169,25 @@ func (s *Server) serveFramedConn(c net.Conn) {
 type framedServerStream struct {
 	f   *frameConn
 	ctx context.Context
+	// The request Recv returns, reused: a session finishes with one batch
+	// before it asks for the next, and keeps nothing of it but its
+	// settings and prepared statements, which are not reused.
+	req   pb.SessionRequest
+	batch pb.SessionRequest_Batch
 }
 
 func (s *framedServerStream) Send(m *pb.SessionResponse) error { return s.f.write(m) }
 func (s *framedServerStream) Context() context.Context         { return s.ctx }
 
+// Recv returns the next request, valid until the next call: its batch's
+// Frontend is a slice of the frame buffer.
 func (s *framedServerStream) Recv() (*pb.SessionRequest, error) {
-	m := new(pb.SessionRequest)
-	return m, s.f.read(m)
+	buf, err := s.f.readFrame()
+	if err != nil {
+		return nil, err
+	}
+	s.req.Msg = nil
+	return &s.req, decodeRequestInto(buf, &s.req, &s.batch, true)
 }
 
 // DialSession opens a session on a sidecar's framed session port.
@@ -210,7 +230,26 @@ func DialSession(ctx context.Context, addr string, opts DialOptions, database, u
 
 // framedClientStream is the client side of a framed session.
 type framedClientStream struct {
-	f *frameConn
+	f    *frameConn
+	resp pb.SessionResponse // recvShared's, reused
+}
+
+// recvShared is Recv without copying: the response, its Backend a slice
+// of the frame buffer, is valid until the next receive.
+func (s *framedClientStream) recvShared() (*pb.SessionResponse, error) {
+	buf, err := s.f.readFrame()
+	if err != nil {
+		return nil, err
+	}
+	m := &s.resp
+	m.Reset()
+	if err := decodeResponseAlias(buf, m, true); err != nil {
+		return nil, err
+	}
+	if m.ErrorCode != "" {
+		return nil, &pgerr.Error{Code: m.ErrorCode, Message: m.ErrorMessage}
+	}
+	return m, nil
 }
 
 func (s *framedClientStream) Send(m *pb.SessionRequest) error { return s.f.write(m) }

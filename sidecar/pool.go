@@ -68,8 +68,15 @@ func newPool(database, user, connString string, cfg PoolConfig) *pool {
 // get checks a connection out, dialling one if there is room, or waiting
 // up to MaxWait for one to come back.
 func (p *pool) get(ctx context.Context) (*backend, error) {
-	deadline := time.NewTimer(p.cfg.MaxWait)
-	defer deadline.Stop()
+	// The timer starts only when the pool makes us wait: most gets find
+	// an idle connection, and a timer per get was the hot path's biggest
+	// allocation.
+	var deadline *time.Timer
+	defer func() {
+		if deadline != nil {
+			deadline.Stop()
+		}
+	}()
 	p.mu.Lock()
 	for {
 		if p.closed {
@@ -107,6 +114,9 @@ func (p *pool) get(ctx context.Context) (*backend, error) {
 		w := make(chan struct{}, 1)
 		p.waiters = append(p.waiters, w)
 		p.mu.Unlock()
+		if deadline == nil {
+			deadline = time.NewTimer(p.cfg.MaxWait)
+		}
 		select {
 		case <-w:
 			p.mu.Lock()

@@ -20,6 +20,7 @@ type session struct {
 	pool   *pool
 	stream sessionStream
 	buf    []byte // scratch for answer chunks, reused across batches
+	resp   pb.SessionResponse
 	token  string // cancel token
 
 	mu            sync.Mutex
@@ -234,7 +235,10 @@ func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
 	defer sess.srv.cancels.stop(sess.token)
 	buf, stripped, err := b.exchange(frontend, len(injected), sess.buf, resendable, func(chunk []byte, done bool, tx byte, ci bool) error {
 		copyIn = ci
-		return sess.stream.Send(&pb.SessionResponse{Backend: chunk, Done: done, TxStatus: txStatus(tx), CopyIn: ci})
+		// One response, reused: Send encodes it before returning.
+		r := &sess.resp
+		r.Backend, r.Done, r.TxStatus, r.CopyIn = chunk, done, txStatus(tx), ci
+		return sess.stream.Send(r)
 	})
 	sess.buf = buf[:0]
 	if errors.Is(err, errNotSent) {
