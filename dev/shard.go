@@ -200,10 +200,24 @@ func zone(i int) string { return "zone-" + string(rune('a'+i%26)) }
 // that the admin sees a dead primary soon after it dies.
 const healthInterval = 250 * time.Millisecond
 
+// maxSocketPath bounds a unix socket's path (the kernel's limit is 107
+// bytes).
+const maxSocketPath = 100
+
 func (c *Cluster) startSidecar(ctx context.Context, uid string, in *instance) error {
 	addr := in.sidecarAddr
 	if addr == "" || !addrFree(addr) {
 		addr = "127.0.0.1:0"
+	}
+	// Routers on this machine (all of dev's) reach the sidecar by a unix
+	// socket beside the instance's data; pgmanager keeps that directory's
+	// paths short enough for one.
+	socket, err := filepath.Abs(filepath.Join(filepath.Dir(in.pg.DataDir()), "sidecar.sock"))
+	if err != nil {
+		return err
+	}
+	if len(socket) > maxSocketPath {
+		socket = "" // too long for a unix socket: routers use TCP
 	}
 	sc, err := sidecar.New(sidecar.Config{
 		ShardUID:   uid,
@@ -212,6 +226,7 @@ func (c *Cluster) startSidecar(ctx context.Context, uid string, in *instance) er
 		ListenAddr: addr,
 		// The framed session port is the routers' fast path.
 		SessionListenAddr: "127.0.0.1:0",
+		SessionSocket:     socket,
 		PostgresAddr:      net.JoinHostPort("127.0.0.1", strconv.Itoa(in.port)),
 		Secret:            c.secret,
 		Manager:           in.pg,

@@ -280,7 +280,7 @@ func (c *clientConn) session(ctx context.Context, shard string, replica bool) (*
 	var sess *sidecar.ClientSession
 	if in.rec.SessionAddr != "" {
 		// The framed session port: the hot path without gRPC.
-		sess, err = sidecar.DialSession(ctx, in.rec.SessionAddr, c.srv.shards.dialOptions(), c.database, c.user, c.cancelToken)
+		sess, err = c.dialFramed(ctx, in)
 	} else {
 		sess, err = in.client.OpenCancelableSession(ctx, c.database, c.user, c.cancelToken)
 	}
@@ -290,6 +290,25 @@ func (c *clientConn) session(ctx context.Context, shard string, replica bool) (*
 	b = &backendSession{shard: shard, inst: in, sess: sess, gen: gen}
 	c.backends[key] = b
 	return b, nil
+}
+
+// dialFramed opens a session on in's framed session port: by its unix
+// socket when the sidecar has one and it answers here (the router runs on
+// the sidecar's machine), else by TCP.
+func (c *clientConn) dialFramed(ctx context.Context, in *instance) (*sidecar.ClientSession, error) {
+	opts := c.srv.shards.dialOptions()
+	// The path may name another machine's sidecar: the hello says which
+	// instance this router means.
+	opts.ShardUID, opts.InstanceID = in.rec.ShardUID, in.rec.InstanceID
+	path := in.rec.SessionSocket
+	if !in.socketUsable(time.Now()) {
+		path = ""
+	}
+	sess, socket, err := sidecar.DialLocalSession(ctx, path, in.rec.SessionAddr, opts, c.database, c.user, c.cancelToken)
+	if path != "" && !socket {
+		in.socketFailed(time.Now())
+	}
+	return sess, err
 }
 
 // dropSession forgets a stream that failed.

@@ -50,7 +50,23 @@ type instance struct {
 	// by its own clock (unix milliseconds): the sidecar's clock may not
 	// agree with the router's.
 	healthAt atomic.Int64
+	// socketFailedAt is when the sidecar's unix socket last failed to
+	// open a session (unix nanoseconds, 0 never): sessions go by TCP for
+	// socketRetry after that.
+	socketFailedAt atomic.Int64
 }
+
+// socketRetry is how long a router that could not reach a sidecar by its
+// unix socket (another machine's path, or a sidecar restarting) uses TCP
+// before it tries the socket again.
+const socketRetry = 30 * time.Second
+
+func (in *instance) socketUsable(now time.Time) bool {
+	at := in.socketFailedAt.Load()
+	return at == 0 || now.Sub(time.Unix(0, at)) >= socketRetry
+}
+
+func (in *instance) socketFailed(now time.Time) { in.socketFailedAt.Store(now.UnixNano()) }
 
 func newShards(secret string, tlsConfig *tls.Config) *shards {
 	return &shards{secret: secret, tls: tlsConfig, instances: map[string]*instance{}, states: map[string]store.ShardState{},

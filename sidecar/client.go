@@ -26,6 +26,9 @@ type DialOptions struct {
 	// TLS, when set, is used for the connection; otherwise it is
 	// plaintext (loopback and private networks only).
 	TLS *tls.Config
+	// ShardUID and InstanceID, when set, name the instance DialSession
+	// means to reach: another sidecar refuses the session with 08004.
+	ShardUID, InstanceID string
 }
 
 // Dial connects to the sidecar at addr. The connection is made lazily;

@@ -23,6 +23,11 @@ type Config struct {
 	// framed.go), the routers' fast path for query traffic; it is
 	// published as the record's session address.
 	SessionListenAddr string
+	// SessionSocket, when set with SessionListenAddr, is a unix socket
+	// path where the framed session port also listens (mode 0600), for
+	// routers on this machine; it is published as the record's session
+	// socket.
+	SessionSocket string
 	// PostgresAddr is the instance's host:port for replication, published
 	// in the topology service.
 	PostgresAddr string

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -132,7 +133,7 @@ func (s *Server) serveFramed(lis net.Listener) {
 
 func (s *Server) serveFramedConn(c net.Conn) {
 	defer c.Close()
-	if s.tls != nil {
+	if _, local := c.(*net.UnixConn); s.tls != nil && !local {
 		c = tls.Server(c, s.tls)
 	}
 	f := newFrameConn(c)
@@ -143,6 +144,11 @@ func (s *Server) serveFramedConn(c net.Conn) {
 	}
 	if subtle.ConstantTimeCompare([]byte(hello.Secret), []byte(s.cfg.Secret)) != 1 {
 		f.write(&pb.SessionHelloReply{ErrorCode: "28000", ErrorMessage: "the cluster credential is missing or wrong"})
+		return
+	}
+	if (hello.ShardUid != "" && hello.ShardUid != s.cfg.ShardUID) || (hello.InstanceId != "" && hello.InstanceId != s.cfg.InstanceID) {
+		f.write(&pb.SessionHelloReply{ErrorCode: errWrongSidecar, ErrorMessage: fmt.Sprintf("this sidecar fronts %s/%s, not %s/%s",
+			s.cfg.ShardUID, s.cfg.InstanceID, hello.ShardUid, hello.InstanceId)})
 		return
 	}
 	if err := f.write(&pb.SessionHelloReply{}); err != nil {
@@ -190,17 +196,31 @@ func (s *framedServerStream) Recv() (*pb.SessionRequest, error) {
 	return &s.req, decodeRequestInto(buf, &s.req, &s.batch, true)
 }
 
-// DialSession opens a session on a sidecar's framed session port.
+// errWrongSidecar is the SQLSTATE of a hello that reached a sidecar
+// other than the one it names (sqlserver_rejected_establishment_of_sqlconnection).
+const errWrongSidecar = "08004"
+
+// SessionSocketAddr is the address DialSession takes for a session
+// port's unix socket at path.
+func SessionSocketAddr(path string) string { return "unix:" + path }
+
+// DialSession opens a session on a sidecar's framed session port: addr
+// is host:port, or a unix socket (SessionSocketAddr), which goes without
+// TLS since it never leaves the machine.
 func DialSession(ctx context.Context, addr string, opts DialOptions, database, user, cancelToken string) (*ClientSession, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	network, address := "tcp", addr
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, address = "unix", path
+	}
+	c, err := d.DialContext(ctx, network, address)
 	if err != nil {
 		return nil, pgerr.New("08006", "connecting to sidecar %s: %v", addr, err)
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	if opts.TLS != nil {
+	if opts.TLS != nil && network == "tcp" {
 		cfg := opts.TLS
 		if cfg.ServerName == "" {
 			// As gRPC does: verify the certificate against the host dialled.
@@ -212,7 +232,8 @@ func DialSession(ctx context.Context, addr string, opts DialOptions, database, u
 	f := newFrameConn(c)
 	c.SetDeadline(time.Now().Add(helloTimeout))
 	var reply pb.SessionHelloReply
-	err = f.write(&pb.SessionHello{Secret: opts.Secret, Open: &pb.Open{Database: database, User: user, CancelToken: cancelToken}})
+	err = f.write(&pb.SessionHello{Secret: opts.Secret, Open: &pb.Open{Database: database, User: user, CancelToken: cancelToken},
+		ShardUid: opts.ShardUID, InstanceId: opts.InstanceID})
 	if err == nil {
 		err = f.read(&reply)
 	}
@@ -226,6 +247,24 @@ func DialSession(ctx context.Context, addr string, opts DialOptions, database, u
 	}
 	c.SetDeadline(time.Time{})
 	return &ClientSession{stream: &framedClientStream{f: f}, cancel: func() { c.Close() }}, nil
+}
+
+// DialLocalSession opens a session on a sidecar's framed port by its
+// unix socket at path when that answers as the instance opts names (the
+// caller runs on the sidecar's machine), else by TCP at addr. socket
+// reports whether the socket served; a caller that got false may skip
+// the socket for a while.
+func DialLocalSession(ctx context.Context, path, addr string, opts DialOptions, database, user, cancelToken string) (sess *ClientSession, socket bool, err error) {
+	if path != "" {
+		sess, err := DialSession(ctx, SessionSocketAddr(path), opts, database, user, cancelToken)
+		if code := pgerr.Code(err); code != "08006" && code != errWrongSidecar {
+			return sess, err == nil, err
+		}
+	}
+	// TCP needs no identity check: the address is the sidecar's own.
+	opts.ShardUID, opts.InstanceID = "", ""
+	sess, err = DialSession(ctx, addr, opts, database, user, cancelToken)
+	return sess, false, err
 }
 
 // framedClientStream is the client side of a framed session.

@@ -2,6 +2,8 @@ package sidecar_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +71,87 @@ func TestFramedSessions(t *testing.T) {
 	}
 	if _, err := a.Run(&pb.Batch{Frontend: encode(t, &pgproto3.Query{String: "SELECT 1"})}, func([]byte) error { return nil }); pgerr.Code(err) != "25P03" {
 		t.Errorf("next batch on an ended session: %v, want 25P03", err)
+	}
+}
+
+// TestFramedSessionsOverTheUnixSocket: the framed port also listens on a
+// unix socket only this OS user may open; a session there runs batches,
+// and a hello naming another instance is refused with 08004, as on TCP.
+func TestFramedSessionsOverTheUnixSocket(t *testing.T) {
+	t.Parallel()
+	srv := startSidecar(t, shared, sidecar.PoolConfig{})
+	ctx := context.Background()
+	path := srv.SessionSocket()
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("session socket %q: %v, mode %v; want a socket with mode 0600", path, err, fi.Mode())
+	}
+	addr := sidecar.SessionSocketAddr(path)
+	right := sidecar.DialOptions{Secret: secret, ShardUID: "shard-0", InstanceID: shared.Config().InstanceID}
+	s, err := sidecar.DialSession(ctx, addr, right, "postgres", "postgres", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := query(t, s, pb.Mode_STATEMENT, "SELECT 6 * 7").one(t); got != "42" {
+		t.Fatalf("query over the socket: %s", got)
+	}
+	for _, wrong := range []sidecar.DialOptions{
+		{Secret: secret, ShardUID: "shard-9", InstanceID: right.InstanceID},
+		{Secret: secret, ShardUID: "shard-0", InstanceID: "someone-else"},
+	} {
+		if _, err := sidecar.DialSession(ctx, addr, wrong, "postgres", "postgres", ""); pgerr.Code(err) != "08004" {
+			t.Errorf("hello for %s/%s: %v, want 08004", wrong.ShardUID, wrong.InstanceID, err)
+		}
+		if _, err := sidecar.DialSession(ctx, srv.SessionAddr(), wrong, "postgres", "postgres", ""); pgerr.Code(err) != "08004" {
+			t.Errorf("hello for %s/%s over TCP: %v, want 08004", wrong.ShardUID, wrong.InstanceID, err)
+		}
+	}
+	if _, err := sidecar.DialSession(ctx, addr, sidecar.DialOptions{Secret: "wrong-secret-0123456789"}, "postgres", "postgres", ""); pgerr.Code(err) != "28000" {
+		t.Errorf("wrong secret over the socket: %v, want 28000", err)
+	}
+	srv.Stop(ctx)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the socket outlived the sidecar: %v", err)
+	}
+}
+
+// TestDialLocalSessionFallsBackToTCP: a router prefers the sidecar's
+// unix socket, and goes by TCP when the path is absent here or belongs to
+// another instance's sidecar.
+func TestDialLocalSessionFallsBackToTCP(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startSidecar(t, shared, sidecar.PoolConfig{})
+	other, err := sidecar.New(sidecar.Config{ShardUID: "shard-0", InstanceID: "another-instance", ListenAddr: "127.0.0.1:0",
+		SessionListenAddr: "127.0.0.1:0", SessionSocket: filepath.Join(t.TempDir(), "other.sock"), Secret: secret, Manager: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Stop(ctx)
+	opts := sidecar.DialOptions{Secret: secret, ShardUID: "shard-0", InstanceID: shared.Config().InstanceID}
+	for _, c := range []struct {
+		path       string
+		wantSocket bool
+	}{
+		{srv.SessionSocket(), true},
+		{other.SessionSocket(), false},
+		{filepath.Join(t.TempDir(), "absent.sock"), false},
+		{"", false},
+	} {
+		s, socket, err := sidecar.DialLocalSession(ctx, c.path, srv.SessionAddr(), opts, "postgres", "postgres", "")
+		if err != nil {
+			t.Fatalf("path %q: %v", c.path, err)
+		}
+		if socket != c.wantSocket {
+			t.Errorf("path %q: socket used %v, want %v", c.path, socket, c.wantSocket)
+		}
+		if got := query(t, s, pb.Mode_STATEMENT, "SELECT 'answered'").one(t); got != "answered" {
+			t.Errorf("path %q: %s", c.path, got)
+		}
+		s.Close()
 	}
 }

@@ -96,6 +96,7 @@ func startSidecar(t *testing.T, inst *pgmanager.Instance, pool sidecar.PoolConfi
 		InstanceID:        inst.Config().InstanceID,
 		ListenAddr:        "127.0.0.1:0",
 		SessionListenAddr: "127.0.0.1:0",
+		SessionSocket:     filepath.Join(t.TempDir(), "sidecar.sock"),
 		Secret:            secret,
 		Manager:           inst,
 		Pool:              pool,

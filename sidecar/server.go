@@ -3,8 +3,10 @@ package sidecar
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -31,6 +33,7 @@ type Server struct {
 	tls        *tls.Config // for the framed session port
 	lis        net.Listener
 	framedLis  net.Listener
+	socketLis  net.Listener // the framed port's unix socket, or nil
 	pools      pools
 	cancels    cancels
 	health     health
@@ -89,6 +92,13 @@ func (s *Server) Start(ctx context.Context) error {
 			lis.Close()
 			return err
 		}
+		if s.cfg.SessionSocket != "" {
+			if s.socketLis, err = listenSocket(s.cfg.SessionSocket); err != nil {
+				lis.Close()
+				s.framedLis.Close()
+				return err
+			}
+		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -97,9 +107,7 @@ func (s *Server) Start(ctx context.Context) error {
 		if err := s.register(ctx, s.health.latest().Role); err != nil {
 			cancel()
 			lis.Close()
-			if s.framedLis != nil {
-				s.framedLis.Close()
-			}
+			s.closeFramed()
 			return err
 		}
 	}
@@ -107,9 +115,11 @@ func (s *Server) Start(ctx context.Context) error {
 	go func() { defer s.wg.Done(); s.grpc.Serve(lis) }()
 	go func() { defer s.wg.Done(); s.monitor(runCtx) }()
 	go func() { defer s.wg.Done(); s.pools.maintain(runCtx, time.Second) }()
-	if s.framedLis != nil {
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.serveFramed(s.framedLis) }()
+	for _, l := range []net.Listener{s.framedLis, s.socketLis} {
+		if l != nil {
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.serveFramed(l) }()
+		}
 	}
 	s.log.Info("sidecar serving", "addr", s.Addr())
 	return nil
@@ -153,9 +163,7 @@ func (s *Server) Stop(ctx context.Context) {
 	if s.cancel != nil {
 		s.cancel()
 	}
-	if s.framedLis != nil {
-		s.framedLis.Close()
-	}
+	s.closeFramed()
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {
@@ -192,16 +200,55 @@ func (s *Server) register(ctx context.Context, role string) error {
 
 func (s *Server) record(role string) store.Record {
 	return store.Record{
-		Kind:         store.KindSidecar,
-		ID:           s.cfg.InstanceID,
-		ShardUID:     s.cfg.ShardUID,
-		InstanceID:   s.cfg.InstanceID,
-		Role:         role,
-		Zone:         s.cfg.Zone,
-		PostgresAddr: s.cfg.PostgresAddr,
-		GRPCAddr:     s.advertised(),
-		SessionAddr:  s.sessionAddr(),
+		Kind:          store.KindSidecar,
+		ID:            s.cfg.InstanceID,
+		ShardUID:      s.cfg.ShardUID,
+		InstanceID:    s.cfg.InstanceID,
+		Role:          role,
+		Zone:          s.cfg.Zone,
+		PostgresAddr:  s.cfg.PostgresAddr,
+		GRPCAddr:      s.advertised(),
+		SessionAddr:   s.sessionAddr(),
+		SessionSocket: s.sessionSocket(),
 	}
+}
+
+// sessionSocket is the framed port's unix socket path, if it has one.
+func (s *Server) sessionSocket() string {
+	if s.socketLis == nil {
+		return ""
+	}
+	return s.cfg.SessionSocket
+}
+
+// SessionSocket is the framed session port's unix socket ("" without one).
+func (s *Server) SessionSocket() string { return s.sessionSocket() }
+
+func (s *Server) closeFramed() {
+	for _, l := range []net.Listener{s.framedLis, s.socketLis} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// listenSocket listens on a unix socket at path, replacing a stale one
+// (a sidecar that died without closing it), readable and writable by
+// this OS user only: the hello's secret is checked as on TCP, and the
+// mode keeps other local users from even trying.
+func listenSocket(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		os.Remove(path)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("session socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("session socket: %w", err)
+	}
+	return l, nil
 }
 
 // roleChanged keeps the registered role current.

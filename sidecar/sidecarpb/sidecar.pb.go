@@ -609,8 +609,14 @@ func (x *SessionResponse) GetAsync() bool {
 type SessionHello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// secret is the cluster credential.
-	Secret        string `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
-	Open          *Open  `protobuf:"bytes,2,opt,name=open,proto3" json:"open,omitempty"`
+	Secret string `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	Open   *Open  `protobuf:"bytes,2,opt,name=open,proto3" json:"open,omitempty"`
+	// shard_uid and instance_id, when set, name the instance the caller
+	// means to reach; a sidecar fronting another refuses with 08004. A
+	// router reaching a sidecar by its unix socket path sets them, since a
+	// path names different sidecars on different machines.
+	ShardUid      string `protobuf:"bytes,3,opt,name=shard_uid,json=shardUid,proto3" json:"shard_uid,omitempty"`
+	InstanceId    string `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -657,6 +663,20 @@ func (x *SessionHello) GetOpen() *Open {
 		return x.Open
 	}
 	return nil
+}
+
+func (x *SessionHello) GetShardUid() string {
+	if x != nil {
+		return x.ShardUid
+	}
+	return ""
+}
+
+func (x *SessionHello) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 type SessionHelloReply struct {
@@ -1514,10 +1534,13 @@ const file_sidecar_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\x12\x14\n" +
-	"\x05async\x18\a \x01(\bR\x05async\"T\n" +
+	"\x05async\x18\a \x01(\bR\x05async\"\x92\x01\n" +
 	"\fSessionHello\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x12,\n" +
-	"\x04open\x18\x02 \x01(\v2\x18.tessera.sidecar.v1.OpenR\x04open\"W\n" +
+	"\x04open\x18\x02 \x01(\v2\x18.tessera.sidecar.v1.OpenR\x04open\x12\x1b\n" +
+	"\tshard_uid\x18\x03 \x01(\tR\bshardUid\x12\x1f\n" +
+	"\vinstance_id\x18\x04 \x01(\tR\n" +
+	"instanceId\"W\n" +
 	"\x11SessionHelloReply\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\tR\terrorCode\x12#\n" +

@@ -56,6 +56,10 @@ type Record struct {
 	// SessionAddr is a sidecar's framed session port, the routers' fast
 	// path for query traffic.
 	SessionAddr string `json:"session_addr,omitempty"`
+	// SessionSocket is the unix socket path where the same framed session
+	// port also listens, for routers on the sidecar's machine: a cheaper
+	// hop than loopback TCP.
+	SessionSocket string `json:"session_socket,omitempty"`
 	// Addr is the process's own client-facing host:port, such as a
 	// router's Postgres protocol listener.
 	Addr    string    `json:"addr,omitempty"`
