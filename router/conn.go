@@ -31,6 +31,9 @@ type clientConn struct {
 	// before anything forwarded next, which keeps answers in order.
 	out     []byte
 	tlsDone bool
+	// heldBuf is the single-shard forwarder's buffer, kept between
+	// batches.
+	heldBuf []byte
 
 	user, database string
 	pid, secretKey uint32

@@ -116,8 +116,11 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 		if c.sessionPinned {
 			mode = pb.Mode_SESSION
 		}
-		f := forwarder{c: c, scan: scan}
+		f := forwarder{c: c, scan: scan, buffer: c.heldBuf}
 		res, err := c.run(b, &pb.Batch{Mode: mode, Frontend: frontend, Prepared: prepared}, f.emit)
+		if cap(f.buffer) <= maxKeptHeldBuffer {
+			c.heldBuf = f.buffer[:0]
+		}
 		if err != nil {
 			if f.err != nil {
 				return true, f.err

@@ -8,6 +8,10 @@ import (
 	"github.com/tesseradb/tessera/pgwire"
 )
 
+// maxKeptHeldBuffer bounds the forwarder buffer a client connection
+// keeps between batches.
+const maxKeptHeldBuffer = 256 << 10
+
 // errStopWalk ends a walk over messages early.
 var errStopWalk = errors.New("stop")
 
@@ -16,8 +20,11 @@ var errStopWalk = errors.New("stop")
 // client's transaction status may span several shards. It holds back one
 // chunk so that it knows which is the last.
 type forwarder struct {
-	c       *clientConn
+	c *clientConn
+	// held is a copy of the latest chunk, in buffer: a chunk is only
+	// valid until the next one arrives.
 	held    []byte
+	buffer  []byte
 	written bool // a chunk went to the client
 	err     error
 	scan    bool // look at message types (only when the caller needs them)
@@ -40,7 +47,8 @@ func (f *forwarder) emit(chunk []byte) error {
 			return nil
 		})
 	}
-	f.held = chunk
+	f.buffer = append(f.buffer[:0], chunk...)
+	f.held = f.buffer
 	return nil
 }
 

@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -797,5 +799,36 @@ func TestOrderByLimitAcrossShards(t *testing.T) {
 	// Text order depends on collations: refused, not guessed.
 	if _, err := conn.Exec(ctx, "SELECT customer_id"+where+" ORDER BY name LIMIT 5"); sqlstate(err) != "0A000" {
 		t.Errorf("ORDER BY a text column across shards: %v, want 0A000", err)
+	}
+}
+
+// TestLargeAnswersArriveWhole: an answer of many chunks (the sidecar
+// sends at most 64 KiB at a time) reaches the client byte for byte, in
+// both protocols.
+func TestLargeAnswersArriveWhole(t *testing.T) {
+	t.Parallel()
+	conn := connect(t, "postgres")
+	ctx := context.Background()
+	const q = "SELECT g, md5(g::text) FROM generate_series(1, 30000) g"
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		rows, err := conn.Query(ctx, q, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rows.Next() {
+			var g int
+			var sum string
+			if err := rows.Scan(&g, &sum); err != nil {
+				t.Fatal(err)
+			}
+			n++
+			if want := fmt.Sprintf("%x", md5.Sum([]byte(strconv.Itoa(g)))); g != n || sum != want {
+				t.Fatalf("%v: row %d is (%d, %s), want (%d, %s)", mode, n, g, sum, n, want)
+			}
+		}
+		if err := rows.Err(); err != nil || n != 30000 {
+			t.Fatalf("%v: %d rows, %v", mode, n, err)
+		}
 	}
 }
