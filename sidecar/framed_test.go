@@ -2,6 +2,7 @@ package sidecar_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,4 +155,39 @@ func TestDialLocalSessionFallsBackToTCP(t *testing.T) {
 		}
 		s.Close()
 	}
+}
+
+// TestSessionSocketIsNotStolen: a sidecar replaces a stale socket file
+// but refuses a path another live sidecar listens on.
+func TestSessionSocketIsNotStolen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startSidecar(t, shared, sidecar.PoolConfig{})
+	cfg := sidecar.Config{ShardUID: "shard-0", InstanceID: "second", ListenAddr: "127.0.0.1:0", SessionListenAddr: "127.0.0.1:0",
+		SessionSocket: srv.SessionSocket(), Secret: secret, Manager: shared}
+	second, err := sidecar.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Start(ctx); err == nil {
+		second.Stop(ctx)
+		t.Fatal("a second sidecar took a live sidecar's socket")
+	}
+	// A stale socket file, left by a process that died, is replaced.
+	stale := filepath.Join(t.TempDir(), "stale.sock")
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	cfg.SessionSocket = stale
+	third, err := sidecar.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := third.Start(ctx); err != nil {
+		t.Fatalf("a stale socket file: %v", err)
+	}
+	third.Stop(ctx)
 }

@@ -233,11 +233,15 @@ func (s *Server) closeFramed() {
 }
 
 // listenSocket listens on a unix socket at path, replacing a stale one
-// (a sidecar that died without closing it), readable and writable by
+// (a sidecar that died without closing it) but not a live one, readable and writable by
 // this OS user only: the hello's secret is checked as on TCP, and the
 // mode keeps other local users from even trying.
 func listenSocket(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("session socket %s: another process listens there", path)
+		}
 		os.Remove(path)
 	}
 	l, err := net.Listen("unix", path)
