@@ -216,6 +216,13 @@ func varintValue(typ protowire.Type, b []byte, out *uint64) int {
 	return n
 }
 
+func boolValue(typ protowire.Type, b []byte, out *bool) int {
+	var u uint64
+	n := varintValue(typ, b, &u)
+	*out = u != 0
+	return n
+}
+
 // decodeRequest decodes b into r, copying byte fields.
 func decodeRequest(b []byte, r *pb.SessionRequest) error {
 	return decodeRequestInto(b, r, nil, false)
@@ -268,7 +275,7 @@ func decodeRequestInto(b []byte, r *pb.SessionRequest, reuse *pb.SessionRequest_
 	})
 }
 
-// stringField consumes a string field, which protobuf requires to be
+// stringValue consumes a string field, which protobuf requires to be
 // valid UTF-8, as proto.Unmarshal checks.
 func stringValue(typ protowire.Type, b []byte, out *string) int {
 	var raw []byte
@@ -347,9 +354,7 @@ func decodeBatch(b []byte, x *pb.Batch, alias bool) error {
 			x.Prepared = append(x.Prepared, ps)
 			return n
 		case fieldBatchSameSettings:
-			n := varintValue(typ, v, &u)
-			x.SameSettings = u != 0
-			return n
+			return boolValue(typ, v, &x.SameSettings)
 		case fieldBatchPreparedNames:
 			var name string
 			n := stringValue(typ, v, &name)
@@ -358,9 +363,7 @@ func decodeBatch(b []byte, x *pb.Batch, alias bool) error {
 			}
 			return n
 		case fieldBatchPreparedReset:
-			n := varintValue(typ, v, &u)
-			x.PreparedReset = u != 0
-			return n
+			return boolValue(typ, v, &x.PreparedReset)
 		}
 		return unknownField
 	})
@@ -419,25 +422,19 @@ func decodeResponseAlias(b []byte, r *pb.SessionResponse, alias bool) error {
 			}
 			return n
 		case fieldResponseDone:
-			n := varintValue(typ, v, &u)
-			r.Done = u != 0
-			return n
+			return boolValue(typ, v, &r.Done)
 		case fieldResponseTxStatus:
 			n := varintValue(typ, v, &u)
 			r.TxStatus = pb.TxStatus(int32(u))
 			return n
 		case fieldResponseCopyIn:
-			n := varintValue(typ, v, &u)
-			r.CopyIn = u != 0
-			return n
+			return boolValue(typ, v, &r.CopyIn)
 		case fieldResponseErrorCode:
 			return stringValue(typ, v, &r.ErrorCode)
 		case fieldResponseErrorMessage:
 			return stringValue(typ, v, &r.ErrorMessage)
 		case fieldResponseAsync:
-			n := varintValue(typ, v, &u)
-			r.Async = u != 0
-			return n
+			return boolValue(typ, v, &r.Async)
 		}
 		return unknownField
 	})
