@@ -22,10 +22,9 @@ func BenchmarkForwardAnswer(b *testing.B) {
 	c := &clientConn{w: bufio.NewWriterSize(io.Discard, 32<<10)}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(lookupAnswer)))
-	kept := make([]byte, 0, 4096)
 	for b.Loop() {
-		f := forwarder{c: c, buffer: kept}
-		f.emit(lookupAnswer)
+		f := forwarder{c: c}
+		f.emit(lookupAnswer, true)
 		if err := f.finish(false); err != nil {
 			b.Fatal(err)
 		}
@@ -52,21 +51,20 @@ func TestForwardAnswerDropsOnlyReadyForQuery(t *testing.T) {
 	w := bufio.NewWriter(writerFunc(func(p []byte) (int, error) { out = append(out, p...); return len(p), nil }))
 	c := &clientConn{w: w}
 	f := forwarder{c: c}
-	// A chunk is valid only until the next arrives (the sidecar client
-	// reuses its frame buffer): the one held back must survive that.
+	// A chunk other than the last is valid only during its call (the
+	// sidecar client reuses its frame buffer).
 	frame := append([]byte(nil), lookupAnswer[:10]...)
-	f.emit(frame)
+	f.emit(frame, false)
 	copy(frame, "overwritten")
-	f.emit(lookupAnswer[10:])
+	f.emit(lookupAnswer[10:], true)
 	f.finish(false)
 	w.Flush()
 	if string(out) != string(lookupAnswer[:len(lookupAnswer)-6]) {
 		t.Fatalf("forwarded %q", out)
 	}
-	kept := make([]byte, 0, 4096)
 	if allocs := testing.AllocsPerRun(100, func() {
-		f := forwarder{c: c, buffer: kept}
-		f.emit(lookupAnswer)
+		f := forwarder{c: c}
+		f.emit(lookupAnswer, true)
 		f.finish(false)
 	}); allocs != 0 {
 		t.Errorf("forwarding allocates %.0f times", allocs)

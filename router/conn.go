@@ -31,9 +31,6 @@ type clientConn struct {
 	// before anything forwarded next, which keeps answers in order.
 	out     []byte
 	tlsDone bool
-	// heldBuf is the single-shard forwarder's buffer, kept between
-	// batches.
-	heldBuf []byte
 
 	user, database string
 	pid, secretKey uint32
@@ -165,11 +162,8 @@ func (c *clientConn) fatal(err error) {
 func (c *clientConn) flush() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if len(c.out) > 0 {
-		if _, err := c.w.Write(c.out); err != nil {
-			return err
-		}
-		c.out = c.out[:0]
+	if err := c.writeQueued(); err != nil {
+		return err
 	}
 	return c.w.Flush()
 }
@@ -178,14 +172,24 @@ func (c *clientConn) flush() error {
 func (c *clientConn) write(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if len(c.out) > 0 {
-		if _, err := c.w.Write(c.out); err != nil {
-			return err
-		}
-		c.out = c.out[:0]
+	if err := c.writeQueued(); err != nil {
+		return err
 	}
 	_, err := c.w.Write(b)
 	return err
+}
+
+// writeQueued moves what the router composed (c.out) to the client's
+// buffer. c.wmu must be held.
+func (c *clientConn) writeQueued() error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	if _, err := c.w.Write(c.out); err != nil {
+		return err
+	}
+	c.out = c.out[:0]
+	return nil
 }
 
 // pushAsync delivers messages a pinned backend sent while the session was
@@ -324,14 +328,15 @@ func (c *clientConn) dropSession(b *backendSession) {
 	b.sess.Close()
 }
 
-// run sends one batch to b and passes each answer chunk to emit. A
+// run sends one batch to b and passes each answer chunk to emit, marking
+// the last (sidecar.ClientSession.RunLast). A
 // CancelRequest ends the wait.
-func (c *clientConn) run(b *backendSession, batch *pb.Batch, emit func([]byte) error) (sidecar.Result, error) {
+func (c *clientConn) run(b *backendSession, batch *pb.Batch, emit func(chunk []byte, last bool) error) (sidecar.Result, error) {
 	batch.Settings = c.settings.list
 	c.runMu.Lock()
 	c.runningOn = b
 	c.runMu.Unlock()
-	res, err := b.sess.Run(batch, emit)
+	res, err := b.sess.RunLast(batch, emit)
 	c.runMu.Lock()
 	c.runningOn = nil
 	c.runMu.Unlock()

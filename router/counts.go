@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/tesseradb/tessera/pgerr"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
@@ -21,35 +20,25 @@ func (c *clientConn) scatterCounts(ctx context.Context, r *routed, frontend []by
 	formats := resultFormats(frontend)
 	var first []byte // the first shard's answer: its messages frame ours
 	var sums []int64
-	for i, shard := range r.shards {
-		answer, err := c.answerOf(ctx, shard, false, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared})
-		if err != nil {
-			c.out = appendError(c.out, "ERROR", shardError(shard, err))
-			c.failTx()
-			return true, nil
-		}
+	ok := c.eachShardAnswer(ctx, r, frontend, prepared, func(i int, answer []byte) (bool, error) {
 		row, failed, err := countsRow(answer, formats)
-		if failed {
-			c.forwardErrors(answer)
-			return true, nil
-		}
-		if err != nil {
-			c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.InternalError, "shard %s: %v", shard, err))
-			c.failTx()
-			return true, nil
+		if failed || err != nil {
+			return failed, err
 		}
 		if i == 0 {
 			first, sums = answer, row
-			continue
+			return false, nil
 		}
 		if len(row) != len(sums) {
-			c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.InternalError, "shard %s answered %d counts, shard %s %d", shard, len(row), r.shards[0], len(sums)))
-			c.failTx()
-			return true, nil
+			return false, fmt.Errorf("answered %d counts, shard %s %d", len(row), r.shards[0], len(sums))
 		}
 		for j := range sums {
 			sums[j] += row[j]
 		}
+		return false, nil
+	})
+	if !ok {
+		return true, nil
 	}
 	backendMessages(first, func(typ byte, msg []byte) error {
 		switch typ {

@@ -116,11 +116,8 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 		if c.sessionPinned {
 			mode = pb.Mode_SESSION
 		}
-		f := forwarder{c: c, scan: scan, buffer: c.heldBuf}
+		f := forwarder{c: c, scan: scan}
 		res, err := c.run(b, &pb.Batch{Mode: mode, Frontend: frontend, Prepared: prepared}, f.emit)
-		if cap(f.buffer) <= maxKeptHeldBuffer {
-			c.heldBuf = f.buffer[:0]
-		}
 		if err != nil {
 			if f.err != nil {
 				return true, f.err
@@ -296,7 +293,7 @@ func (c *clientConn) answerOf(ctx context.Context, shard string, write bool, bat
 		return nil, err
 	}
 	var answer []byte
-	res, err := c.run(b, batch, func(chunk []byte) error {
+	res, err := c.run(b, batch, func(chunk []byte, _ bool) error {
 		answer = append(answer, chunk...)
 		return nil
 	})
@@ -305,6 +302,34 @@ func (c *clientConn) answerOf(ctx context.Context, shard string, write bool, bat
 	}
 	c.adoptStatus(shard, res.TxStatus)
 	return answer, nil
+}
+
+// eachShardAnswer runs a read-only statement on each of r's shards in
+// turn and passes each whole answer to read, which reports whether the
+// shard's answer is an error (failed) or cannot be read (err). At the
+// first failure it answers the client (the shard's own errors as they
+// are, others named by shard) and returns false.
+func (c *clientConn) eachShardAnswer(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement,
+	read func(i int, answer []byte) (failed bool, err error)) bool {
+	for i, shard := range r.shards {
+		answer, err := c.answerOf(ctx, shard, false, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared})
+		if err != nil {
+			c.out = appendError(c.out, "ERROR", shardError(shard, err))
+			c.failTx()
+			return false
+		}
+		failed, err := read(i, answer)
+		if failed {
+			c.forwardErrors(answer)
+			return false
+		}
+		if err != nil {
+			c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.InternalError, "shard %s: %v", shard, err))
+			c.failTx()
+			return false
+		}
+	}
+	return true
 }
 
 // forwardErrors passes on the errors and notices of a shard's failed

@@ -8,37 +8,25 @@ import (
 	"github.com/tesseradb/tessera/pgwire"
 )
 
-// maxKeptHeldBuffer bounds the forwarder buffer a client connection
-// keeps between batches.
-const maxKeptHeldBuffer = 256 << 10
-
 // errStopWalk ends a walk over messages early.
 var errStopWalk = errors.New("stop")
 
 // forwarder passes a single shard's answer to the client untouched, except
 // for the final ReadyForQuery, which the router writes itself because the
-// client's transaction status may span several shards. It holds back one
-// chunk so that it knows which is the last.
+// client's transaction status may span several shards. Chunks go out as
+// they come; the last, which holds that ReadyForQuery, waits for finish.
 type forwarder struct {
 	c *clientConn
-	// held is a copy of the latest chunk, in buffer: a chunk is only
-	// valid until the next one arrives.
+	// held is the answer's last chunk (valid until the session's next
+	// batch), nil before it arrives.
 	held    []byte
-	buffer  []byte
 	written bool // a chunk went to the client
 	err     error
 	scan    bool // look at message types (only when the caller needs them)
 	failed  bool // an ErrorResponse was seen (with scan)
 }
 
-func (f *forwarder) emit(chunk []byte) error {
-	if f.held != nil {
-		f.written = true
-		if err := f.c.write(f.held); err != nil {
-			f.err = err
-			return err
-		}
-	}
+func (f *forwarder) emit(chunk []byte, last bool) error {
 	if f.scan {
 		backendMessages(chunk, func(typ byte, _ []byte) error {
 			if typ == 'E' {
@@ -47,8 +35,15 @@ func (f *forwarder) emit(chunk []byte) error {
 			return nil
 		})
 	}
-	f.buffer = append(f.buffer[:0], chunk...)
-	f.held = f.buffer
+	if last {
+		f.held = chunk
+		return nil
+	}
+	f.written = true
+	if err := f.c.write(chunk); err != nil {
+		f.err = err
+		return err
+	}
 	return nil
 }
 
@@ -110,7 +105,7 @@ func (m *merger) full() bool { return m.limit >= 0 && m.sent >= m.limit }
 // next moves on to the next shard's answer.
 func (m *merger) next() { m.later = true }
 
-func (m *merger) emit(chunk []byte) error {
+func (m *merger) emit(chunk []byte, _ bool) error {
 	if m.failed {
 		return nil
 	}

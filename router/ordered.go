@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/router/planner"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
@@ -28,27 +27,16 @@ func (c *clientConn) scatterOrdered(ctx context.Context, r *routed, frontend []b
 	formats := resultFormats(frontend)
 	var first []byte
 	perShard := make([][]orderedRow, len(r.shards))
-	for i, shard := range r.shards {
-		answer, err := c.answerOf(ctx, shard, false, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared})
-		if err != nil {
-			c.out = appendError(c.out, "ERROR", shardError(shard, err))
-			c.failTx()
-			return true, nil
-		}
+	ok := c.eachShardAnswer(ctx, r, frontend, prepared, func(i int, answer []byte) (bool, error) {
 		rows, failed, err := orderedRows(answer, r.order, formats)
-		if failed {
-			c.forwardErrors(answer)
-			return true, nil
-		}
-		if err != nil {
-			c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.InternalError, "shard %s: %v", shard, err))
-			c.failTx()
-			return true, nil
-		}
 		if i == 0 {
 			first = answer
 		}
 		perShard[i] = rows
+		return failed, err
+	})
+	if !ok {
+		return true, nil
 	}
 	merged := mergeOrdered(perShard, r.order, r.limit)
 	backendMessages(first, func(typ byte, msg []byte) error {

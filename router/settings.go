@@ -156,7 +156,7 @@ func (c *clientConn) readParameters(ctx context.Context, shard string) ([][2]str
 		 'in_hot_standby', 'is_superuser', 'session_authorization', 'DateStyle', 'IntervalStyle', 'TimeZone',
 		 'integer_datetimes', 'standard_conforming_strings')`}).Encode(nil)
 	var raw []byte
-	if _, err := c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte) error {
+	if _, err := c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte, _ bool) error {
 		raw = append(raw, chunk...)
 		return nil
 	}); err != nil {

@@ -81,7 +81,7 @@ func (c *clientConn) joinTx(ctx context.Context, b *backendSession) error {
 func (c *clientConn) quiet(b *backendSession, batch *pb.Batch) (sidecar.Result, string, error) {
 	var first error
 	tag := ""
-	res, err := c.run(b, batch, func(chunk []byte) error {
+	res, err := c.run(b, batch, func(chunk []byte, _ bool) error {
 		return backendMessages(chunk, func(typ byte, msg []byte) error {
 			switch typ {
 			case 'E':

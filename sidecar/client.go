@@ -120,6 +120,14 @@ type Result struct {
 // Run sends a batch and passes each chunk of the answer to fn, which must
 // not keep the slice.
 func (s *ClientSession) Run(batch *pb.Batch, fn func(chunk []byte) error) (Result, error) {
+	return s.RunLast(batch, func(chunk []byte, _ bool) error { return fn(chunk) })
+}
+
+// RunLast is Run telling fn which chunk is the answer's last: the one
+// with the final ReadyForQuery (or none, when COPY waits for data),
+// passed even when empty. fn must not keep a chunk past its call, except
+// the last, which stays valid until the session's next call.
+func (s *ClientSession) RunLast(batch *pb.Batch, fn func(chunk []byte, last bool) error) (Result, error) {
 	if err := s.stream.Send(s.wire(batch)); err != nil {
 		if errors.Is(err, io.EOF) {
 			// The server ended the stream; its status says why.
@@ -132,8 +140,8 @@ func (s *ClientSession) Run(batch *pb.Batch, fn func(chunk []byte) error) (Resul
 		if err != nil {
 			return Result{}, ErrorFromStatus(err)
 		}
-		if len(resp.Backend) > 0 {
-			if err := fn(resp.Backend); err != nil {
+		if len(resp.Backend) > 0 || resp.Done {
+			if err := fn(resp.Backend, resp.Done); err != nil {
 				return Result{}, err
 			}
 		}

@@ -1,12 +1,10 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -126,14 +124,7 @@ func (s *Store) ListRecords(ctx context.Context, kind Kind) ([]Record, error) {
 }
 
 func recordList(prefix string, kvs []*mvccpb.KeyValue) []Record {
-	out := []Record{}
-	for _, kv := range kvs {
-		if r, ok := decodeRecord(prefix, kv); ok {
-			out = append(out, r)
-		}
-	}
-	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
-	return out
+	return decodedList(prefix, kvs, decodeRecord, func(r Record) string { return r.ID })
 }
 
 // WatchRecords sends the live records of a kind, sorted by ID, first as

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,6 +108,19 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // behind holds the goroutine back but misses nothing. etcd failures are
 // retried quietly; meanwhile the last list sent stands. what names the
 // keys in the error of the first read.
+// decodedList decodes the values under prefix that decode accepts (others
+// are skipped: a malformed entry must not hide the rest), sorted by key.
+func decodedList[T any](prefix string, kvs []*mvccpb.KeyValue, decode func(string, *mvccpb.KeyValue) (T, bool), key func(T) string) []T {
+	out := []T{}
+	for _, kv := range kvs {
+		if v, ok := decode(prefix, kv); ok {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b T) int { return cmp.Compare(key(a), key(b)) })
+	return out
+}
+
 func watchList[T any](ctx context.Context, cli *clientv3.Client, prefix, what string, build func(prefix string, kvs []*mvccpb.KeyValue) T) (<-chan T, error) {
 	opts := []clientv3.OpOption{clientv3.WithPrefix()}
 	resp, err := cli.Get(ctx, prefix, opts...)

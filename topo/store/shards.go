@@ -1,12 +1,10 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -163,14 +161,7 @@ func (s *Store) ListShardStates(ctx context.Context) ([]ShardState, error) {
 }
 
 func shardStateList(prefix string, kvs []*mvccpb.KeyValue) []ShardState {
-	out := []ShardState{}
-	for _, kv := range kvs {
-		if st, ok := decodeShardState(prefix, kv); ok {
-			out = append(out, st)
-		}
-	}
-	slices.SortFunc(out, func(a, b ShardState) int { return cmp.Compare(a.Shard, b.Shard) })
-	return out
+	return decodedList(prefix, kvs, decodeShardState, func(st ShardState) string { return st.Shard })
 }
 
 // WatchShardStates sends every shard state, sorted by shard, first as
