@@ -7,11 +7,15 @@
 # the transactions it served; the cluster runs without Temporal so that
 # only the router, the sidecar, etcd and pgmanager share that process).
 #
-#   bench/run.sh [-c CLIENTS] [-T SECONDS] [-r ROUNDS] [-s SCALE] [-M simple|extended|prepared]
+# The router reaches the sidecar by function call, as it does in
+# `tessera dev` (one hop); -u makes it go by the sidecar's unix socket, as
+# a router in another process on the same machine would (two hops).
+#
+#   bench/run.sh [-c CLIENTS] [-T SECONDS] [-r ROUNDS] [-s SCALE] [-M simple|extended|prepared] [-u]
 set -euo pipefail
-clients=8 seconds=15 rounds=3 scale=10 mode=prepared
-while getopts "c:T:r:s:M:" o; do
-  case $o in c) clients=$OPTARG;; T) seconds=$OPTARG;; r) rounds=$OPTARG;; s) scale=$OPTARG;; M) mode=$OPTARG;; *) exit 2;; esac
+clients=8 seconds=15 rounds=3 scale=10 mode=prepared hop=
+while getopts "c:T:r:s:M:u" o; do
+  case $o in c) clients=$OPTARG;; T) seconds=$OPTARG;; r) rounds=$OPTARG;; s) scale=$OPTARG;; M) mode=$OPTARG;; u) hop=--router-over-sockets;; *) exit 2;; esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -20,7 +24,7 @@ data=$(mktemp -d /tmp/tessera-bench.XXXXXX)
 chmod 755 "$data"
 PGBENCH=${PGBENCH:-$(ls /usr/lib/postgresql/*/bin/pgbench | tail -1)}
 (cd "$root" && go build -o "$bin" ./cmd/tessera)
-"$bin" dev --temporal=false --data "$data/d" --shards 1 --replicas 0 --base-port 25533 --router-port 26532 --etcd-port 0 \
+"$bin" dev --temporal=false $hop --data "$data/d" --shards 1 --replicas 0 --base-port 25533 --router-port 26532 --etcd-port 0 \
   --print-json > "$data/cluster.json" 2> "$data/dev.log" &
 devpid=$!
 trap 'kill -INT $devpid 2>/dev/null; wait $devpid 2>/dev/null; rm -rf "$data"' EXIT
@@ -37,17 +41,62 @@ tick=$(getconf CLK_TCK)
 tps() { sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1; }
 txs() { sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p'; }
 
-dsum=0 rsum=0 cpusum=0 txsum=0
+# PgBouncer, when installed, is measured in the same rounds as the
+# reference for one hop: in transaction mode, or in session mode for
+# -M prepared where the installed version cannot keep prepared
+# statements across transactions (before 1.21).
+bouncer=
+if command -v pgbouncer >/dev/null; then
+  pool=transaction extra="max_prepared_statements = 100"
+  if ! pgbouncer --version | awk 'NR==1{split($2,v,"."); exit !(v[1]>1 || v[2]>=21)}'; then
+    extra=
+    [ "$mode" = prepared ] && pool=session
+  fi
+  mkdir -p "$data/pgbouncer"
+  cat > "$data/pgbouncer/pgbouncer.ini" <<EOT
+[databases]
+postgres = host=127.0.0.1 port=25533 dbname=postgres user=postgres password=postgres
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = 26600
+unix_socket_dir =
+auth_type = plain
+auth_file = $data/pgbouncer/users.txt
+pool_mode = $pool
+default_pool_size = $((clients + 2))
+$extra
+logfile = $data/pgbouncer/pgbouncer.log
+pidfile = $data/pgbouncer/pgbouncer.pid
+EOT
+  echo '"postgres" "postgres"' > "$data/pgbouncer/users.txt"
+  # PgBouncer refuses to run as root.
+  as=(); [ "$(id -u)" = 0 ] && { chown -R postgres "$data/pgbouncer"; as=(runuser -u postgres --); }
+  "${as[@]}" pgbouncer -d "$data/pgbouncer/pgbouncer.ini" && bouncer="-h 127.0.0.1 -p 26600"
+  trap 'kill $(cat "$data/pgbouncer/pgbouncer.pid" 2>/dev/null) 2>/dev/null; kill -INT $devpid 2>/dev/null; wait $devpid 2>/dev/null; rm -rf "$data"' EXIT
+  sleep 0.5
+fi
+
+bench() { "$PGBENCH" "$@" -n -M "$mode" -c "$clients" -j 2 -T "$seconds" -f "$here/lookup.sql" 2>&1; }
+dsum=0 rsum=0 bsum=0 cpusum=0 txsum=0
 for r in $(seq 1 "$rounds"); do
-  d=$("$PGBENCH" $direct -n -M "$mode" -c "$clients" -j 2 -T "$seconds" -f "$here/lookup.sql" 2>&1)
+  d=$(bench $direct)
   before=$(cpu)
-  o=$("$PGBENCH" $router -n -M "$mode" -c "$clients" -j 2 -T "$seconds" -f "$here/lookup.sql" 2>&1)
+  o=$(bench $router)
   after=$(cpu)
   dt=$(echo "$d" | tps); rt=$(echo "$o" | tps); n=$(echo "$o" | txs)
-  echo "round $r: direct $dt tps, router $rt tps"
+  line="round $r: direct $dt tps, router $rt tps"
+  if [ -n "$bouncer" ]; then
+    bt=$(bench $bouncer | tps)
+    line="$line, pgbouncer $bt tps"
+    bsum=$(echo "$bsum + ${bt:-0}" | bc -l)
+  fi
+  echo "$line"
   dsum=$(echo "$dsum + $dt" | bc -l); rsum=$(echo "$rsum + $rt" | bc -l)
   cpusum=$((cpusum + after - before)); txsum=$((txsum + n))
 done
 ratio=$(echo "$rsum / $dsum" | bc -l)
 us=$(echo "$cpusum / $tick * 1000000 / $txsum" | bc -l)
 printf 'clients %d, mode %s: router/direct TPS ratio %.2f; router+sidecar CPU %.1f us per transaction\n' "$clients" "$mode" "$ratio" "$us"
+if [ -n "$bouncer" ]; then
+  printf 'pgbouncer (%s mode)/direct TPS ratio %.2f; router/pgbouncer %.2f\n' "$pool" "$(echo "$bsum / $dsum" | bc -l)" "$(echo "$rsum / $bsum" | bc -l)"
+fi

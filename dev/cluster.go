@@ -265,6 +265,8 @@ func (c *Cluster) startRouter(ctx context.Context) error {
 		TLSCertFile: cert,
 		TLSKeyFile:  key,
 		Logger:      c.log,
+		// The sidecars run in this process.
+		InProcessSidecars: !c.cfg.RouterOverSockets,
 	})
 	if err != nil {
 		return err

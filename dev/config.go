@@ -47,6 +47,10 @@ type Config struct {
 	// port); NoRouter runs none.
 	RouterPort int
 	NoRouter   bool
+	// RouterOverSockets makes the router reach the sidecars by their
+	// unix sockets, as a router in another process would, instead of by
+	// function call (benchmarks compare the two).
+	RouterOverSockets bool
 	// TemporalPort and TemporalUIPort default to 7233 and 8233.
 	TemporalPort, TemporalUIPort int
 	// Temporal starts the embedded Temporal server; nil runs none.

@@ -30,6 +30,10 @@ type Config struct {
 	RoleCacheTTL time.Duration
 	// PlanCacheSize is how many statement plans are kept.
 	PlanCacheSize int
+	// InProcessSidecars lets sessions on a sidecar that runs in this
+	// process (tessera dev) go by function call instead of its socket:
+	// one hop, as PgBouncer is.
+	InProcessSidecars bool
 	// Buffer bounds query buffering during primary changes (buffer.go).
 	Buffer BufferConfig
 	Logger *slog.Logger

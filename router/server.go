@@ -60,7 +60,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		shards:  newShards(cfg.Secret, cfg.SidecarTLS),
+		shards:  newShards(cfg.Secret, cfg.SidecarTLS, cfg.InProcessSidecars),
 		planner: planner.New(cfg.PlanCacheSize),
 		conns:   map[*clientConn]struct{}{},
 		cancels: map[uint32]*clientConn{},

@@ -21,6 +21,8 @@ import (
 type shards struct {
 	secret string
 	tls    *tls.Config
+	// inProcess lets sessions on sidecars of this process go by call.
+	inProcess bool
 
 	mu        sync.RWMutex
 	instances map[string]*instance        // by instance id
@@ -68,8 +70,8 @@ func (in *instance) socketUsable(now time.Time) bool {
 
 func (in *instance) socketFailed(now time.Time) { in.socketFailedAt.Store(now.UnixNano()) }
 
-func newShards(secret string, tlsConfig *tls.Config) *shards {
-	return &shards{secret: secret, tls: tlsConfig, instances: map[string]*instance{}, states: map[string]store.ShardState{},
+func newShards(secret string, tlsConfig *tls.Config, inProcess bool) *shards {
+	return &shards{secret: secret, tls: tlsConfig, inProcess: inProcess, instances: map[string]*instance{}, states: map[string]store.ShardState{},
 		ready: make(chan struct{}), changed: make(chan struct{})}
 }
 
@@ -194,7 +196,7 @@ func (in *instance) diskLow() bool {
 }
 
 func (s *shards) dialOptions() sidecar.DialOptions {
-	return sidecar.DialOptions{Secret: s.secret, TLS: s.tls}
+	return sidecar.DialOptions{Secret: s.secret, TLS: s.tls, InProcess: s.inProcess}
 }
 
 func (s *shards) closeAll() {

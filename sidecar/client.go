@@ -29,6 +29,9 @@ type DialOptions struct {
 	// ShardUID and InstanceID, when set, name the instance DialSession
 	// means to reach: another sidecar refuses the session with 08004.
 	ShardUID, InstanceID string
+	// InProcess lets DialLocalSession call that sidecar directly when it
+	// runs in this process (inprocess.go).
+	InProcess bool
 }
 
 // Dial connects to the sidecar at addr. The connection is made lazily;
@@ -52,10 +55,11 @@ func Dial(addr string, opts DialOptions) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// ClientSession is one open session, on the Session RPC or on the framed
-// session port (DialSession).
+// ClientSession is one open session, on the Session RPC, on the framed
+// session port (DialSession) or in-process (DialLocalSession).
 type ClientSession struct {
 	stream clientStream
+	local  *localStream // set instead of stream in-process
 	cancel func()
 	// frames, once Listen ran, carries every response that is not async,
 	// read from the stream by Listen's goroutine.
@@ -128,6 +132,9 @@ func (s *ClientSession) Run(batch *pb.Batch, fn func(chunk []byte) error) (Resul
 // passed even when empty. fn must not keep a chunk past its call, except
 // the last, which stays valid until the session's next call.
 func (s *ClientSession) RunLast(batch *pb.Batch, fn func(chunk []byte, last bool) error) (Result, error) {
+	if s.local != nil {
+		return s.local.run(batch, fn)
+	}
 	if err := s.stream.Send(s.wire(batch)); err != nil {
 		if errors.Is(err, io.EOF) {
 			// The server ended the stream; its status says why.
@@ -213,6 +220,10 @@ func sameSettingList(sent []setting, list []*pb.Setting) bool {
 // its answers in order. A router calls it once a client's session is
 // pinned to its backend, which is when Postgres may speak unasked.
 func (s *ClientSession) Listen(fn func(msgs []byte)) {
+	if s.local != nil {
+		s.local.setListener(fn)
+		return
+	}
 	if s.frames != nil {
 		return
 	}
@@ -268,6 +279,10 @@ func (s *ClientSession) recvShared() (*pb.SessionResponse, error) {
 
 // Close ends the session and waits for the sidecar to finish with it.
 func (s *ClientSession) Close() error {
+	if s.local != nil {
+		s.local.close()
+		return nil
+	}
 	defer s.cancel()
 	if err := s.stream.CloseSend(); err != nil {
 		return err

@@ -249,12 +249,19 @@ func DialSession(ctx context.Context, addr string, opts DialOptions, database, u
 	return &ClientSession{stream: &framedClientStream{f: f}, cancel: func() { c.Close() }}, nil
 }
 
-// DialLocalSession opens a session on a sidecar's framed port by its
-// unix socket at path when that answers as the instance opts names (the
-// caller runs on the sidecar's machine), else by TCP at addr. socket
-// reports whether the socket served; a caller that got false may skip
-// the socket for a while.
+// DialLocalSession opens a session on the sidecar of the instance opts
+// names, by the nearest way that answers: by function call when that
+// sidecar runs in this process and opts.InProcess allows it, by its unix
+// socket at path when that answers as the instance (the caller runs on
+// the sidecar's machine), else by TCP at addr. socket reports whether
+// the socket served; a caller that got false after giving a path may
+// skip the socket for a while.
 func DialLocalSession(ctx context.Context, path, addr string, opts DialOptions, database, user, cancelToken string) (sess *ClientSession, socket bool, err error) {
+	if opts.InProcess {
+		if sess, found, err := openInProcess(opts, database, user, cancelToken); found {
+			return sess, path != "", err
+		}
+	}
 	if path != "" {
 		sess, err := DialSession(ctx, SessionSocketAddr(path), opts, database, user, cancelToken)
 		if code := pgerr.Code(err); code != "08006" && code != errWrongSidecar {

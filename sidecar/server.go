@@ -40,7 +40,11 @@ type Server struct {
 	healthKick chan struct{}
 	stopping   chan struct{}
 	cancel     context.CancelFunc
+	runCtx     context.Context // ends with Stop
 	wg         sync.WaitGroup
+
+	localMu sync.Mutex
+	locals  map[*localStream]struct{} // open in-process sessions (inprocess.go)
 
 	regMu sync.Mutex
 	reg   *store.Registration
@@ -101,7 +105,8 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.cancel, s.runCtx = cancel, runCtx
+	s.locals = map[*localStream]struct{}{}
 	s.health.publish(s.observe(ctx))
 	if s.cfg.Store != nil {
 		if err := s.register(ctx, s.health.latest().Role); err != nil {
@@ -121,6 +126,7 @@ func (s *Server) Start(ctx context.Context) error {
 			go func() { defer s.wg.Done(); s.serveFramed(l) }()
 		}
 	}
+	s.publishInProcess()
 	s.log.Info("sidecar serving", "addr", s.Addr())
 	return nil
 }
@@ -164,6 +170,7 @@ func (s *Server) Stop(ctx context.Context) {
 		s.cancel()
 	}
 	s.closeFramed()
+	s.withdrawInProcess()
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {

@@ -60,10 +60,10 @@ func (s *Server) Session(stream pb.Sidecar_SessionServer) error {
 // serveSession runs one session until its client ends it. The error, if
 // any, carries a SQLSTATE.
 func (s *Server) serveSession(stream sessionStream, open *pb.Open) error {
-	if open == nil || open.Database == "" || open.User == "" {
-		return pgerr.New(pgerr.ProtocolViolation, "a session must open with a database and a user")
+	sess, err := s.newSession(stream, open)
+	if err != nil {
+		return err
 	}
-	sess := &session{srv: s, pool: s.pools.pool(open.Database, open.User), stream: stream, buf: make([]byte, 0, chunkSize+8<<10), token: open.CancelToken}
 	defer sess.end()
 	for {
 		req, err := stream.Recv()
@@ -74,20 +74,43 @@ func (s *Server) serveSession(stream sessionStream, open *pb.Open) error {
 		if batch == nil {
 			return pgerr.New(pgerr.ProtocolViolation, "expected a batch")
 		}
-		if err := sess.resolve(batch); err != nil {
+		if err := sess.serve(stream.Context(), batch); err != nil {
 			return err
-		}
-		sess.unwatch()
-		if err := sess.batch(stream.Context(), batch); err != nil {
-			return err
-		}
-		sess.mu.Lock()
-		b, keep := sess.pinned, sess.sessionPinned && !sess.copyIn && !sess.timedOut
-		sess.mu.Unlock()
-		if b != nil && keep {
-			sess.watch(b)
 		}
 	}
+}
+
+// newSession starts a session as open says, answering on stream.
+func (s *Server) newSession(stream sessionStream, open *pb.Open) (*session, error) {
+	if open == nil || open.Database == "" || open.User == "" {
+		return nil, pgerr.New(pgerr.ProtocolViolation, "a session must open with a database and a user")
+	}
+	return &session{srv: s, pool: s.pools.pool(open.Database, open.User), stream: stream, buf: make([]byte, 0, chunkSize+8<<10), token: open.CancelToken}, nil
+}
+
+// serve runs one batch, its answer going to the session's stream, and
+// watches a session-pinned backend until the next. An error ends the
+// session.
+func (sess *session) serve(ctx context.Context, batch *pb.Batch) error {
+	if err := sess.resolve(batch); err != nil {
+		return err
+	}
+	return sess.run(ctx, batch)
+}
+
+// run is serve for a batch that refers to nothing sent before.
+func (sess *session) run(ctx context.Context, batch *pb.Batch) error {
+	sess.unwatch()
+	if err := sess.batch(ctx, batch); err != nil {
+		return err
+	}
+	sess.mu.Lock()
+	b, keep := sess.pinned, sess.sessionPinned && !sess.copyIn && !sess.timedOut
+	sess.mu.Unlock()
+	if b != nil && keep {
+		sess.watch(b)
+	}
+	return nil
 }
 
 // resolve fills in what batch refers to from earlier batches of the
