@@ -22,6 +22,8 @@ type clientConn struct {
 	srv *Server
 	nc  net.Conn
 	rd  reader
+	// searchPathMemo is the resolved search_path (route.go).
+	searchPathMemo searchPathMemo
 	// w is written by the connection's goroutine and, once the session
 	// is pinned, by the backend sessions' listeners delivering
 	// notifications (pushAsync); wmu orders them.

@@ -21,7 +21,7 @@ func (c *clientConn) plan(sql string, oids []uint32) ([]*plannedStmt, error) {
 	return c.srv.planner.Plan(snap.Topology, snap.Revision, c.srv.schema, planner.Input{
 		SQL:        sql,
 		Database:   c.database,
-		SearchPath: c.searchPath(),
+		SearchPath: c.searchPath(snap.Revision),
 		ParamOIDs:  oids,
 	})
 }
@@ -29,7 +29,17 @@ func (c *clientConn) plan(sql string, oids []uint32) ([]*plannedStmt, error) {
 // searchPath is the session's search_path. "$user" counts only when the
 // topology lists a schema of that name: the router cannot see whether one
 // exists on the shards, and without it Postgres skips the entry.
-func (c *clientConn) searchPath() []string {
+func (c *clientConn) searchPath(revision int64) []string {
+	v, ok := c.settings.get("search_path")
+	if !ok {
+		v = `"$user", public`
+	}
+	// The same answer until the setting or the topology changes: not
+	// worth recomputing for every statement.
+	sp := &c.searchPathMemo
+	if sp.valid && sp.revision == revision && sp.setting == v {
+		return sp.path
+	}
 	var schemas map[string]bool
 	if snap := c.srv.topo.Current(); snap != nil {
 		if db := snap.Topology.Databases[c.database]; db != nil {
@@ -38,10 +48,6 @@ func (c *clientConn) searchPath() []string {
 				schemas[name] = true
 			}
 		}
-	}
-	v, ok := c.settings.get("search_path")
-	if !ok {
-		v = `"$user", public`
 	}
 	var out []string
 	for _, part := range strings.Split(v, ",") {
@@ -61,7 +67,16 @@ func (c *clientConn) searchPath() []string {
 			out = append(out, part)
 		}
 	}
+	*sp = searchPathMemo{valid: true, revision: revision, setting: v, path: out}
 	return out
+}
+
+// searchPathMemo is the last search_path a session resolved.
+type searchPathMemo struct {
+	valid    bool
+	revision int64
+	setting  string
+	path     []string
 }
 
 // route resolves a planned statement's targets with the statement's text
