@@ -240,9 +240,11 @@ func (s *Server) closeFramed() {
 }
 
 // listenSocket listens on a unix socket at path, replacing a stale one
-// (a sidecar that died without closing it) but not a live one, readable and writable by
-// this OS user only: the hello's secret is checked as on TCP, and the
-// mode keeps other local users from even trying.
+// (a sidecar that died without closing it) but not a live one, readable
+// and writable by this OS user only: the hello's secret is checked as on
+// TCP, and the mode keeps other local users from even trying. The socket
+// is made under a temporary name and renamed into place once its mode is
+// set, so the path never names a socket others may open.
 func listenSocket(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
@@ -251,15 +253,39 @@ func listenSocket(path string) (net.Listener, error) {
 		}
 		os.Remove(path)
 	}
-	l, err := net.Listen("unix", path)
+	tmp := fmt.Sprintf("%s.%d", path, os.Getpid())
+	os.Remove(tmp)
+	l, err := net.Listen("unix", tmp)
 	if err != nil {
 		return nil, fmt.Errorf("session socket: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	ul := l.(*net.UnixListener)
+	// Close removes the socket by its final name (socketListener), not
+	// by the name it was made under.
+	ul.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
 		l.Close()
+		os.Remove(tmp)
 		return nil, fmt.Errorf("session socket: %w", err)
 	}
-	return l, nil
+	if err := os.Rename(tmp, path); err != nil {
+		l.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("session socket: %w", err)
+	}
+	return socketListener{ul, path}, nil
+}
+
+// socketListener removes its socket file when it closes.
+type socketListener struct {
+	*net.UnixListener
+	path string
+}
+
+func (l socketListener) Close() error {
+	err := l.UnixListener.Close()
+	os.Remove(l.path)
+	return err
 }
 
 // roleChanged keeps the registered role current.
