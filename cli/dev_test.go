@@ -75,10 +75,11 @@ func TestDevStatusAndShardCreate(t *testing.T) {
 	}
 
 	stdout, stderr, code := tessera(t, "status", "--data", data, "--json")
-	var rows []instanceStatus
-	if code != 0 || json.Unmarshal([]byte(stdout), &rows) != nil || len(rows) != 2 {
+	var report statusReport
+	if code != 0 || json.Unmarshal([]byte(stdout), &report) != nil || len(report.Instances) != 2 {
 		t.Fatalf("status: exit %d, %q %q", code, stdout, stderr)
 	}
+	rows := report.Instances
 	if r := rows[0]; r.Instance != "shard-0-0" || r.Role != "primary" || !r.Writable || r.CurrentLSN == "" {
 		t.Errorf("primary row: %+v", r)
 	}
@@ -104,6 +105,14 @@ func TestDevStatusAndShardCreate(t *testing.T) {
 	stdout, _, _ = tessera(t, "status", "--data", data)
 	if !strings.Contains(stdout, "RECORDED PRIMARY") || !regexp.MustCompile(`shard-0\s+shard-0-0\s+3\s+async\s+-`).MatchString(stdout) {
 		t.Errorf("status table without the recorded shard state:\n%s", stdout)
+	}
+	stdout, _, _ = tessera(t, "status", "--data", data, "--json")
+	report = statusReport{}
+	if err := json.Unmarshal([]byte(stdout), &report); err != nil || len(report.Shards) != 1 {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+	if sh := report.Shards[0]; sh.Shard != "shard-0" || sh.Primary != "shard-0-0" || sh.Term != 3 || sh.Durability != store.DurabilityAsync {
+		t.Errorf("status --json shard state: %+v", sh)
 	}
 
 	stdout, stderr, code = tessera(t, "shard", "create", "shard-9", "--replicas", "0", "--data", data)

@@ -35,6 +35,14 @@ type instanceStatus struct {
 	Error       string `json:"error,omitempty"`
 }
 
+// statusReport is `tessera status --json`: the instances, and what the
+// control plane records per shard (recorded primary, term, durability,
+// buffering).
+type statusReport struct {
+	Instances []instanceStatus   `json:"instances"`
+	Shards    []store.ShardState `json:"shards"`
+}
+
 func newStatusCommand() *cobra.Command {
 	var flags clusterFlags
 	var asJSON bool
@@ -59,9 +67,13 @@ their role, health, WAL positions and replication lag, asked of each sidecar.`,
 				return err
 			}
 			if asJSON {
+				states, err := s.ListShardStates(cmd.Context())
+				if err != nil {
+					return err
+				}
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				return enc.Encode(statusReport{Instances: rows, Shards: states})
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "SHARD\tINSTANCE\tROLE\tHEALTH\tCURRENT LSN\tREPLAY LSN\tLAG\tPOSTGRES\tSIDECAR")
