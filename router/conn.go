@@ -313,8 +313,8 @@ func (c *clientConn) dialFramed(ctx context.Context, in *instance) (*sidecar.Cli
 	if !in.socketUsable(time.Now()) {
 		path = ""
 	}
-	sess, socket, err := sidecar.DialLocalSession(ctx, path, in.rec.SessionAddr, opts, c.database, c.user, c.cancelToken)
-	if path != "" && !socket {
+	sess, socketFailed, err := sidecar.DialLocalSession(ctx, path, in.rec.SessionAddr, opts, c.database, c.user, c.cancelToken)
+	if socketFailed {
 		in.socketFailed(time.Now())
 	}
 	return sess, err

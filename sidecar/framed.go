@@ -253,25 +253,26 @@ func DialSession(ctx context.Context, addr string, opts DialOptions, database, u
 // names, by the nearest way that answers: by function call when that
 // sidecar runs in this process and opts.InProcess allows it, by its unix
 // socket at path when that answers as the instance (the caller runs on
-// the sidecar's machine), else by TCP at addr. socket reports whether
-// the socket served; a caller that got false after giving a path may
-// skip the socket for a while.
-func DialLocalSession(ctx context.Context, path, addr string, opts DialOptions, database, user, cancelToken string) (sess *ClientSession, socket bool, err error) {
+// the sidecar's machine), else by TCP at addr. socketFailed reports that
+// the socket at path did not answer as the instance, so that the caller
+// may skip it for a while.
+func DialLocalSession(ctx context.Context, path, addr string, opts DialOptions, database, user, cancelToken string) (sess *ClientSession, socketFailed bool, err error) {
 	if opts.InProcess {
 		if sess, found, err := openInProcess(opts, database, user, cancelToken); found {
-			return sess, path != "", err
+			return sess, false, err
 		}
 	}
 	if path != "" {
 		sess, err := DialSession(ctx, SessionSocketAddr(path), opts, database, user, cancelToken)
 		if code := pgerr.Code(err); code != "08006" && code != errWrongSidecar {
-			return sess, err == nil, err
+			return sess, false, err
 		}
+		socketFailed = true
 	}
 	// TCP needs no identity check: the address is the sidecar's own.
 	opts.ShardUID, opts.InstanceID = "", ""
 	sess, err = DialSession(ctx, addr, opts, database, user, cancelToken)
-	return sess, false, err
+	return sess, socketFailed, err
 }
 
 // framedClientStream is the client side of a framed session.

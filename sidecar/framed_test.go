@@ -42,27 +42,36 @@ func TestFramedSessions(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
-	a := open("framed-token")
+	checkSessionLife(t, srv, open("framed-token"), "framed-token")
+}
+
+// checkSessionLife runs a session, opened with the cancel token token on
+// srv with a 300 ms idle-in-transaction timeout, through its life: a
+// query, a transaction pinned to one backend, Cancel through the gRPC
+// port, and the timeout ending the session with 25P03.
+func checkSessionLife(t *testing.T, srv *sidecar.Server, a *sidecar.ClientSession, token string) {
+	t.Helper()
+	ctx := context.Background()
 	if got := query(t, a, pb.Mode_STATEMENT, "SELECT 6 * 7").one(t); got != "42" {
-		t.Fatalf("framed query: %s", got)
+		t.Fatalf("query: %s", got)
 	}
 	pid := query(t, a, pb.Mode_STATEMENT, "BEGIN; SELECT pg_backend_pid()").one(t)
 	if got := query(t, a, pb.Mode_STATEMENT, "SELECT pg_backend_pid()").one(t); got != pid {
 		t.Errorf("transaction moved from backend %s to %s", pid, got)
 	}
-	query(t, a, pb.Mode_STATEMENT, "COMMIT")
+	if r := query(t, a, pb.Mode_STATEMENT, "COMMIT"); r.result.TxStatus != pb.TxStatus_IDLE {
+		t.Errorf("after COMMIT: %v", r.result.TxStatus)
+	}
 
-	// Cancel reaches a framed session through the gRPC port.
 	c := dial(t, srv)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		c.Cancel(ctx, &pb.CancelRequest{CancelToken: "framed-token"})
+		c.Cancel(ctx, &pb.CancelRequest{CancelToken: token})
 	}()
 	if r := query(t, a, pb.Mode_STATEMENT, "SELECT pg_sleep(20)"); len(r.errors) != 1 || r.errors[0] != "57014" {
 		t.Fatalf("cancel: %v", r)
 	}
 
-	// The idle-in-transaction timeout ends the session with 25P03.
 	query(t, a, pb.Mode_STATEMENT, "BEGIN")
 	time.Sleep(700 * time.Millisecond)
 	var raw []byte
@@ -136,19 +145,19 @@ func TestDialLocalSessionFallsBackToTCP(t *testing.T) {
 	opts := sidecar.DialOptions{Secret: secret, ShardUID: "shard-0", InstanceID: shared.Config().InstanceID}
 	for _, c := range []struct {
 		path       string
-		wantSocket bool
+		wantFailed bool
 	}{
-		{srv.SessionSocket(), true},
-		{other.SessionSocket(), false},
-		{filepath.Join(t.TempDir(), "absent.sock"), false},
+		{srv.SessionSocket(), false},
+		{other.SessionSocket(), true},
+		{filepath.Join(t.TempDir(), "absent.sock"), true},
 		{"", false},
 	} {
-		s, socket, err := sidecar.DialLocalSession(ctx, c.path, srv.SessionAddr(), opts, "postgres", "postgres", "")
+		s, failed, err := sidecar.DialLocalSession(ctx, c.path, srv.SessionAddr(), opts, "postgres", "postgres", "")
 		if err != nil {
 			t.Fatalf("path %q: %v", c.path, err)
 		}
-		if socket != c.wantSocket {
-			t.Errorf("path %q: socket used %v, want %v", c.path, socket, c.wantSocket)
+		if failed != c.wantFailed {
+			t.Errorf("path %q: socket failed %v, want %v", c.path, failed, c.wantFailed)
 		}
 		if got := query(t, s, pb.Mode_STATEMENT, "SELECT 'answered'").one(t); got != "answered" {
 			t.Errorf("path %q: %s", c.path, got)

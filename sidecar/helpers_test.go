@@ -88,12 +88,19 @@ func startInstance(ctx context.Context, id string) (*pgmanager.Instance, error) 
 // startSidecar runs a sidecar in front of inst for one test.
 func startSidecar(t *testing.T, inst *pgmanager.Instance, pool sidecar.PoolConfig) *sidecar.Server {
 	t.Helper()
+	return startSidecarAs(t, inst, inst.Config().InstanceID, pool)
+}
+
+// startSidecarAs is startSidecar with the sidecar calling itself
+// instanceID, so that in-process dials by that name reach this one.
+func startSidecarAs(t *testing.T, inst *pgmanager.Instance, instanceID string, pool sidecar.PoolConfig) *sidecar.Server {
+	t.Helper()
 	if pool == (sidecar.PoolConfig{}) {
 		pool = sidecar.DefaultPoolConfig
 	}
 	srv, err := sidecar.New(sidecar.Config{
 		ShardUID:          "shard-0",
-		InstanceID:        inst.Config().InstanceID,
+		InstanceID:        instanceID,
 		ListenAddr:        "127.0.0.1:0",
 		SessionListenAddr: "127.0.0.1:0",
 		SessionSocket:     filepath.Join(t.TempDir(), "sidecar.sock"),

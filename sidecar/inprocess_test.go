@@ -16,27 +16,6 @@ import (
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
-// startNamedSidecar runs a sidecar in front of the shared instance under
-// its own instance id, so that in-process dials reach this one and no
-// other test's.
-func startNamedSidecar(t *testing.T, instanceID string, pool sidecar.PoolConfig) *sidecar.Server {
-	t.Helper()
-	if pool == (sidecar.PoolConfig{}) {
-		pool = sidecar.DefaultPoolConfig
-	}
-	srv, err := sidecar.New(sidecar.Config{ShardUID: "shard-0", InstanceID: instanceID, ListenAddr: "127.0.0.1:0",
-		SessionListenAddr: "127.0.0.1:0", SessionSocket: filepath.Join(t.TempDir(), "sidecar.sock"),
-		Secret: secret, Manager: shared, Pool: pool, HealthInterval: 200 * time.Millisecond, HeartbeatInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop(context.Background()) })
-	return srv
-}
-
 // openInProcess opens a session on the sidecar named instanceID by
 // function call, checking that neither socket nor TCP served it.
 func openInProcess(t *testing.T, srv *sidecar.Server, instanceID, token string) *sidecar.ClientSession {
@@ -60,7 +39,7 @@ func TestInProcessSessions(t *testing.T) {
 	t.Parallel()
 	cfg := sidecar.DefaultPoolConfig
 	cfg.IdleInTransactionTimeout = 300 * time.Millisecond
-	srv := startNamedSidecar(t, "in-process-a", cfg)
+	srv := startSidecarAs(t, shared, "in-process-a", cfg)
 	ctx := context.Background()
 
 	opts := sidecar.DialOptions{Secret: "wrong-secret-0123456789", ShardUID: "shard-0", InstanceID: "in-process-a", InProcess: true}
@@ -69,43 +48,13 @@ func TestInProcessSessions(t *testing.T) {
 	}
 	// Without InProcess, the dial takes the socket.
 	opts.Secret, opts.InProcess = secret, false
-	s, socket, err := sidecar.DialLocalSession(ctx, srv.SessionSocket(), srv.SessionAddr(), opts, "postgres", "postgres", "")
-	if err != nil || !socket {
-		t.Fatalf("socket session: used %v, %v", socket, err)
+	s, socketFailed, err := sidecar.DialLocalSession(ctx, srv.SessionSocket(), "127.0.0.1:1", opts, "postgres", "postgres", "")
+	if err != nil || socketFailed {
+		t.Fatalf("socket session: socket failed %v, %v", socketFailed, err)
 	}
 	s.Close()
 
-	a := openInProcess(t, srv, "in-process-a", "in-process-token")
-	if got := query(t, a, pb.Mode_STATEMENT, "SELECT 6 * 7").one(t); got != "42" {
-		t.Fatalf("query: %s", got)
-	}
-	pid := query(t, a, pb.Mode_STATEMENT, "BEGIN; SELECT pg_backend_pid()").one(t)
-	if got := query(t, a, pb.Mode_STATEMENT, "SELECT pg_backend_pid()").one(t); got != pid {
-		t.Errorf("transaction moved from backend %s to %s", pid, got)
-	}
-	if r := query(t, a, pb.Mode_STATEMENT, "COMMIT"); r.result.TxStatus != pb.TxStatus_IDLE {
-		t.Errorf("after COMMIT: %v", r.result.TxStatus)
-	}
-
-	c := dial(t, srv)
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		c.Cancel(ctx, &pb.CancelRequest{CancelToken: "in-process-token"})
-	}()
-	if r := query(t, a, pb.Mode_STATEMENT, "SELECT pg_sleep(20)"); len(r.errors) != 1 || r.errors[0] != "57014" {
-		t.Fatalf("cancel: %v", r)
-	}
-
-	query(t, a, pb.Mode_STATEMENT, "BEGIN")
-	time.Sleep(700 * time.Millisecond)
-	var raw []byte
-	a.Run(&pb.Batch{Frontend: encode(t, &pgproto3.Query{String: "SELECT 1"})}, func(b []byte) error { raw = append(raw, b...); return nil })
-	if !strings.Contains(string(raw), "25P03") {
-		t.Fatalf("after the timeout: %q", raw)
-	}
-	if _, err := a.Run(&pb.Batch{Frontend: encode(t, &pgproto3.Query{String: "SELECT 1"})}, func([]byte) error { return nil }); pgerr.Code(err) != "25P03" {
-		t.Errorf("next batch on an ended session: %v, want 25P03", err)
-	}
+	checkSessionLife(t, srv, openInProcess(t, srv, "in-process-a", "in-process-token"), "in-process-token")
 }
 
 // TestInProcessAnswersStreamAndListen: a large answer comes in chunks
@@ -114,7 +63,7 @@ func TestInProcessSessions(t *testing.T) {
 // Listen while the session is idle.
 func TestInProcessAnswersStreamAndListen(t *testing.T) {
 	t.Parallel()
-	srv := startNamedSidecar(t, "in-process-b", sidecar.PoolConfig{})
+	srv := startSidecarAs(t, shared, "in-process-b", sidecar.PoolConfig{})
 	s := openInProcess(t, srv, "in-process-b", "")
 
 	var raw bytes.Buffer
@@ -188,7 +137,7 @@ func TestInProcessAnswersStreamAndListen(t *testing.T) {
 // no longer find it in the process.
 func TestStopEndsInProcessSessions(t *testing.T) {
 	t.Parallel()
-	srv := startNamedSidecar(t, "in-process-c", sidecar.PoolConfig{})
+	srv := startSidecarAs(t, shared, "in-process-c", sidecar.PoolConfig{})
 	s := openInProcess(t, srv, "in-process-c", "")
 	query(t, s, pb.Mode_STATEMENT, "BEGIN; SELECT 1")
 	srv.Stop(context.Background())
