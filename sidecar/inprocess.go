@@ -9,8 +9,8 @@ import (
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
-// A router in the same process as a sidecar (tessera dev, or a router
-// run beside its Postgres) opens sessions on it by function call: the
+// A router in the same process as a sidecar (tessera dev runs both)
+// opens sessions on it by function call: the
 // router's goroutine runs the batch on the sidecar's pooled backend and
 // gets each answer chunk as a call, without the framed port's two
 // writes, two reads and two goroutine wake-ups per batch. The session
