@@ -27,4 +27,4 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzFrameCodec -fuzztime 30s ./sidecar/
 
 bench:
-	$(GO) test -run XXX -bench . -benchmem ./topo/... ./router/...
+	$(GO) test -run XXX -bench . -benchmem ./topo/... ./router/... ./sidecar

@@ -93,7 +93,7 @@ func startSidecar(t *testing.T, inst *pgmanager.Instance, pool sidecar.PoolConfi
 
 // startSidecarAs is startSidecar with the sidecar calling itself
 // instanceID, so that in-process dials by that name reach this one.
-func startSidecarAs(t *testing.T, inst *pgmanager.Instance, instanceID string, pool sidecar.PoolConfig) *sidecar.Server {
+func startSidecarAs(t testing.TB, inst *pgmanager.Instance, instanceID string, pool sidecar.PoolConfig) *sidecar.Server {
 	t.Helper()
 	if pool == (sidecar.PoolConfig{}) {
 		pool = sidecar.DefaultPoolConfig
@@ -141,7 +141,7 @@ func open(t *testing.T, c *sidecar.Client) *sidecar.ClientSession {
 }
 
 // encode concatenates frontend messages.
-func encode(t *testing.T, msgs ...pgproto3.FrontendMessage) []byte {
+func encode(t testing.TB, msgs ...pgproto3.FrontendMessage) []byte {
 	t.Helper()
 	var out []byte
 	for _, m := range msgs {
