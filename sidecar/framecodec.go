@@ -3,6 +3,7 @@ package sidecar
 import (
 	"errors"
 	"unicode/utf8"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -231,7 +232,7 @@ func decodeRequest(b []byte, r *pb.SessionRequest) error {
 // decodeRequestInto decodes b into r. A batch is decoded into reuse when
 // it is not nil, keeping the arrays of its Prepared and PreparedNames (not
 // of Settings, which a session keeps); with alias, its Frontend is a
-// slice of b rather than a copy.
+// slice of b and its PreparedNames point into b rather than copy it.
 func decodeRequestInto(b []byte, r *pb.SessionRequest, reuse *pb.SessionRequest_Batch, alias bool) error {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) int {
 		var body []byte
@@ -357,7 +358,18 @@ func decodeBatch(b []byte, x *pb.Batch, alias bool) error {
 			return boolValue(typ, v, &x.SameSettings)
 		case fieldBatchPreparedNames:
 			var name string
-			n := stringValue(typ, v, &name)
+			var n int
+			if alias {
+				// Names only look statements up (session.resolve) before
+				// the next frame: no copy.
+				var raw []byte
+				if n = bytesValue(typ, v, &raw); n >= 0 && !validUTF8(raw) {
+					return badField
+				}
+				name = unsafe.String(unsafe.SliceData(raw), len(raw))
+			} else {
+				n = stringValue(typ, v, &name)
+			}
 			if n >= 0 {
 				x.PreparedNames = append(x.PreparedNames, name)
 			}
