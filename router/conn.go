@@ -22,6 +22,11 @@ type clientConn struct {
 	srv *Server
 	nc  net.Conn
 	rd  reader
+	// fwd, fwdEmit and sidecarBatch serve single-shard statements (exec.go),
+	// one at a time.
+	fwd          forwarder
+	fwdEmit      func(chunk []byte, last bool) error
+	sidecarBatch pb.Batch
 	// searchPathMemo is the resolved search_path (route.go).
 	searchPathMemo searchPathMemo
 	// w is written by the connection's goroutine and, once the session

@@ -116,8 +116,17 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 		if c.sessionPinned {
 			mode = pb.Mode_SESSION
 		}
-		f := forwarder{c: c, scan: scan}
-		res, err := c.run(b, &pb.Batch{Mode: mode, Frontend: frontend, Prepared: prepared}, f.emit)
+		// The forwarder, its emit function and the batch are the
+		// connection's, reused: one statement at a time runs here, and
+		// the hot path allocated all three per statement.
+		f := &c.fwd
+		*f = forwarder{c: c, scan: scan}
+		if c.fwdEmit == nil {
+			c.fwdEmit = f.emit
+		}
+		batch := &c.sidecarBatch
+		batch.Mode, batch.Frontend, batch.Prepared = mode, frontend, prepared
+		res, err := c.run(b, batch, c.fwdEmit)
 		if err != nil {
 			if f.err != nil {
 				return true, f.err
