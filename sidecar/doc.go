@@ -13,8 +13,15 @@
 // rewind, ...) delegate to the Manager, a pgmanager.Instance. Every call
 // must carry the cluster's shared secret; TLS is optional.
 //
+// Sessions travel on the Session RPC, on the framed session port (TCP
+// or the unix socket), or in-process when the router runs in the
+// sidecar's own process (tessera dev): the same session, by function
+// call.
+//
 // Files: server.go (lifecycle, registration), session.go (the Session
-// RPC and pinning), pool.go and pools.go (pooling), backend.go (one
+// RPC and pinning), framed.go and framecodec.go (the framed session
+// port), inprocess.go (in-process sessions), async.go (messages from an
+// idle pinned backend), pool.go and pools.go (pooling), backend.go (one
 // Postgres connection), wire.go (message framing), health.go, ops.go,
-// auth.go, client.go (the Go client).
+// cancel.go, auth.go, client.go (the Go client).
 package sidecar
