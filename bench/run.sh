@@ -36,7 +36,7 @@ direct="-h 127.0.0.1 -p 25533"
 router="-h 127.0.0.1 -p 26532"
 "$PGBENCH" -i -q -s "$scale" $direct >/dev/null 2>&1
 
-cpu() { awk '{print $14 + $15}' "/proc/$devpid/stat"; }   # clock ticks
+cpu() { awk '{print $14 + $15}' "/proc/${1:-$devpid}/stat"; }   # clock ticks of a process
 tick=$(getconf CLK_TCK)
 tps() { sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1; }
 txs() { sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p'; }
@@ -77,7 +77,7 @@ EOT
 fi
 
 bench() { "$PGBENCH" "$@" -n -M "$mode" -c "$clients" -j 2 -T "$seconds" -f "$here/lookup.sql" 2>&1; }
-dsum=0 rsum=0 bsum=0 cpusum=0 txsum=0
+dsum=0 rsum=0 bsum=0 cpusum=0 txsum=0 bcpusum=0 btxsum=0
 for r in $(seq 1 "$rounds"); do
   d=$(bench $direct)
   before=$(cpu)
@@ -86,9 +86,14 @@ for r in $(seq 1 "$rounds"); do
   dt=$(echo "$d" | tps); rt=$(echo "$o" | tps); n=$(echo "$o" | txs)
   line="round $r: direct $dt tps, router $rt tps"
   if [ -n "$bouncer" ]; then
-    bt=$(bench $bouncer | tps)
+    bpid=$(cat "$data/pgbouncer/pgbouncer.pid")
+    bbefore=$(cpu "$bpid")
+    b=$(bench $bouncer)
+    bafter=$(cpu "$bpid")
+    bt=$(echo "$b" | tps)
     line="$line, pgbouncer $bt tps"
     bsum=$(echo "$bsum + ${bt:-0}" | bc -l)
+    bcpusum=$((bcpusum + bafter - bbefore)); btxsum=$((btxsum + $(echo "$b" | txs)))
   fi
   echo "$line"
   dsum=$(echo "$dsum + $dt" | bc -l); rsum=$(echo "$rsum + $rt" | bc -l)
@@ -98,5 +103,6 @@ ratio=$(echo "$rsum / $dsum" | bc -l)
 us=$(echo "$cpusum / $tick * 1000000 / $txsum" | bc -l)
 printf 'clients %d, mode %s: router/direct TPS ratio %.2f; router+sidecar CPU %.1f us per transaction\n' "$clients" "$mode" "$ratio" "$us"
 if [ -n "$bouncer" ]; then
-  printf 'pgbouncer (%s mode)/direct TPS ratio %.2f; router/pgbouncer %.2f\n' "$pool" "$(echo "$bsum / $dsum" | bc -l)" "$(echo "$rsum / $bsum" | bc -l)"
+  printf 'pgbouncer (%s mode)/direct TPS ratio %.2f; router/pgbouncer %.2f; pgbouncer CPU %.1f us per transaction\n' "$pool" \
+    "$(echo "$bsum / $dsum" | bc -l)" "$(echo "$rsum / $bsum" | bc -l)" "$(echo "$bcpusum / $tick * 1000000 / $btxsum" | bc -l)"
 fi
