@@ -62,6 +62,14 @@ func (e *Error) SQLState() string { return e.Code }
 // InternalError when none does: an error without a code is Tessera's own
 // fault.
 func Code(err error) string {
+	// The fast paths keep the hot path (Code of nil, or of an unwrapped
+	// error) from allocating: errors.As moves its target to the heap.
+	if err == nil {
+		return InternalError
+	}
+	if c, ok := err.(Coded); ok {
+		return c.SQLState()
+	}
 	var c Coded
 	if errors.As(err, &c) {
 		return c.SQLState()

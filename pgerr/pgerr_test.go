@@ -27,6 +27,12 @@ func TestCode(t *testing.T) {
 			t.Errorf("Code(%v) = %s, want %s", c.err, got, c.want)
 		}
 	}
+	// The router asks for the code of every statement's error, nil
+	// included: that must not allocate.
+	direct := New("42601", "syntax")
+	if n := testing.AllocsPerRun(100, func() { Code(nil); Code(direct) }); n != 0 {
+		t.Errorf("Code allocates %.0f times for nil and an unwrapped error", n)
+	}
 	e := &Error{Code: "42P01", Message: "relation does not exist", Detail: "d"}
 	if e.Error() != "relation does not exist (d)" {
 		t.Errorf("Error() = %q", e.Error())
