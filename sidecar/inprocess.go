@@ -68,7 +68,7 @@ func openInProcess(opts DialOptions, database, user, cancelToken string) (sess *
 	if subtle.ConstantTimeCompare([]byte(opts.Secret), []byte(s.cfg.Secret)) != 1 {
 		return nil, true, pgerr.New("28000", "sidecar: the cluster credential is missing or wrong")
 	}
-	l := &localStream{srv: s, ctx: s.runCtx}
+	l := &localStream{srv: s}
 	l.sess, err = s.newSession(l, &pb.Open{Database: database, User: user, CancelToken: cancelToken})
 	if err != nil {
 		return nil, true, err
@@ -89,7 +89,6 @@ func openInProcess(opts DialOptions, database, user, cancelToken string) (sess *
 // answers on, and what ClientSession calls instead of a transport.
 type localStream struct {
 	srv  *Server
-	ctx  context.Context
 	sess *session
 
 	runMu  sync.Mutex // held by run and end: one batch at a time
@@ -115,7 +114,7 @@ func (l *localStream) run(batch *pb.Batch, fn func(chunk []byte, last bool) erro
 		return Result{}, l.ended
 	}
 	l.emit, l.done, l.result = fn, false, Result{}
-	err := l.sess.run(l.ctx, batch)
+	err := l.sess.run(l.srv.runCtx, batch)
 	l.emit = nil
 	if err != nil {
 		l.endLocked(err)
@@ -205,4 +204,5 @@ func (l *localStream) Send(m *pb.SessionResponse) error {
 // Recv is never called: run hands the session its batches.
 func (l *localStream) Recv() (*pb.SessionRequest, error) { return nil, errSessionClosed }
 
-func (l *localStream) Context() context.Context { return l.ctx }
+// Context ends when the sidecar stops, which ends a wait for the pool.
+func (l *localStream) Context() context.Context { return l.srv.runCtx }
