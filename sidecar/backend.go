@@ -26,6 +26,7 @@ const chunkSize = 32 << 10
 // goroutine at a time: the pool hands it to a session, which hands it back.
 type backend struct {
 	conn    net.Conn
+	sock    *sendThenWait // conn as r reads it; exchange sends through it
 	r       *bufio.Reader
 	pid     uint32
 	secret  []byte
@@ -64,9 +65,11 @@ func dialBackend(ctx context.Context, connString string, lifetime time.Duration)
 		conn.Close(ctx)
 		return nil, pgerr.New(pgerr.InternalError, "taking over postgres connection: %v", err)
 	}
+	sock := newSendThenWait(h.Conn)
 	return &backend{
 		conn:     h.Conn,
-		r:        bufio.NewReaderSize(h.Conn, 64<<10),
+		sock:     sock,
+		r:        bufio.NewReaderSize(sock, 64<<10),
 		pid:      h.PID,
 		secret:   h.SecretKey,
 		expires:  time.Now().Add(lifetime),
@@ -121,23 +124,20 @@ type answer func(chunk []byte, done bool, txStatus byte, copyIn bool) error
 // another connection: nothing reached Postgres.
 func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bool, emit answer) ([]byte, int, error) {
 	stripped := 0
-	if _, err := b.conn.Write(frontend); err != nil {
-		if resendable {
-			b.close()
-			return buf[:0], 0, errNotSent
-		}
-		buf, err = b.lost(buf[:0], err, emit)
-		return buf, stripped, err
+	var err error
+	if b.r.Buffered() == 0 {
+		// Sent by the first read below, which then waits for the answer.
+		err = b.sock.send(frontend)
+	} else if _, err = b.conn.Write(frontend); err != nil {
+		err = &errSend{err}
 	}
 	chunk := buf[:0]
-	for {
+	for err == nil {
 		start := len(chunk)
 		var typ byte
-		var err error
 		chunk, typ, err = readMessage(b.r, chunk)
 		if err != nil {
-			chunk, err = b.lost(chunk, err, emit)
-			return chunk, stripped, err
+			break
 		}
 		switch typ {
 		case msgErrorResponse:
@@ -164,6 +164,12 @@ func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bo
 			chunk = chunk[:0]
 		}
 	}
+	if resendable && isSendError(err) && stripped == 0 && len(chunk) == 0 {
+		b.close()
+		return buf[:0], 0, errNotSent
+	}
+	chunk, err = b.lost(chunk, err, emit)
+	return chunk, stripped, err
 }
 
 // send passes a chunk on; if the router is gone the backend is in an

@@ -1,0 +1,120 @@
+package sidecar
+
+import (
+	"errors"
+	"io"
+	"net"
+	"syscall"
+)
+
+// sendThenWait is a backend connection's byte source that can send a
+// request as the first step of waiting for its answer.
+//
+// A proxy's floor is one read and one write per hop. Go's net.Conn adds a
+// third call: Read always tries the socket before parking, and just after
+// a request has been written the answer cannot be there yet, so that try
+// always fails with EAGAIN. When a request is queued with send, the next
+// Read writes it from inside the poller's read callback and parks at once;
+// the first read it makes is the one that finds the answer. The write
+// comes after the poller reset its readiness, so the answer's arrival is
+// never missed.
+type sendThenWait struct {
+	conn net.Conn
+	raw  syscall.RawConn // nil when the connection has none: send writes at once
+	// pending is written by the next Read before it waits.
+	pending []byte
+}
+
+// errSend wraps a failure to write the request queued with send, which
+// the next Read reports: nothing of it may have reached Postgres.
+type errSend struct{ err error }
+
+func (e *errSend) Error() string { return "sending to postgres: " + e.err.Error() }
+func (e *errSend) Unwrap() error { return e.err }
+
+func newSendThenWait(conn net.Conn) *sendThenWait {
+	s := &sendThenWait{conn: conn}
+	if sc, ok := conn.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			s.raw = raw
+		}
+	}
+	return s
+}
+
+// send queues msgs to be written by the next Read. Without a raw
+// connection it writes them at once; a failure is then an *errSend too.
+func (s *sendThenWait) send(msgs []byte) error {
+	if s.raw == nil {
+		if _, err := s.conn.Write(msgs); err != nil {
+			return &errSend{err}
+		}
+		return nil
+	}
+	s.pending = msgs
+	return nil
+}
+
+func (s *sendThenWait) Read(p []byte) (int, error) {
+	if s.pending == nil {
+		return s.conn.Read(p)
+	}
+	var n int
+	var rerr error
+	err := s.raw.Read(func(fd uintptr) bool {
+		if s.pending != nil {
+			msgs := s.pending
+			s.pending = nil
+			if err := s.writeAll(int(fd), msgs); err != nil {
+				rerr = &errSend{err}
+				return true
+			}
+			return false // the answer cannot be there yet: wait for it
+		}
+		for {
+			n, rerr = syscall.Read(int(fd), p)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			return false
+		}
+		if n < 0 {
+			n = 0
+		}
+		if n == 0 && rerr == nil && len(p) > 0 {
+			rerr = io.EOF
+		}
+		return true
+	})
+	if err != nil && rerr == nil {
+		rerr = err
+	}
+	return n, rerr
+}
+
+// writeAll writes msgs with plain system calls while the socket takes
+// them, and through the connection (which can wait) for any rest.
+func (s *sendThenWait) writeAll(fd int, msgs []byte) error {
+	for len(msgs) > 0 {
+		n, err := syscall.Write(fd, msgs)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			_, err = s.conn.Write(msgs)
+			return err
+		case err != nil:
+			return err
+		}
+		msgs = msgs[n:]
+	}
+	return nil
+}
+
+// isSendError reports whether err is the failure to write a request.
+func isSendError(err error) bool {
+	var e *errSend
+	return errors.As(err, &e)
+}
