@@ -135,7 +135,7 @@ func (s *ClientSession) RunLast(batch *pb.Batch, fn func(chunk []byte, last bool
 	if s.local != nil {
 		return s.local.run(batch, fn)
 	}
-	if err := s.stream.Send(s.wire(batch)); err != nil {
+	if err := s.send(batch); err != nil {
 		if errors.Is(err, io.EOF) {
 			// The server ended the stream; its status says why.
 			_, err = s.stream.Recv()
@@ -156,6 +156,15 @@ func (s *ClientSession) RunLast(batch *pb.Batch, fn func(chunk []byte, last bool
 			return Result{TxStatus: resp.TxStatus, CopyIn: resp.CopyIn}, nil
 		}
 	}
+}
+
+// send sends batch. On the framed port, when no Listen goroutine reads
+// too, the request goes out as the first step of receiving its answer.
+func (s *ClientSession) send(batch *pb.Batch) error {
+	if f, ok := s.stream.(*framedClientStream); ok && s.frames == nil {
+		return f.sendBatch(s.wire(batch))
+	}
+	return s.stream.Send(s.wire(batch))
 }
 
 // wire is the request that carries batch on this session: settings and

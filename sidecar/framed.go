@@ -40,6 +40,7 @@ const helloTimeout = 10 * time.Second
 // frameConn reads and writes frames on a connection.
 type frameConn struct {
 	conn net.Conn
+	sw   *sendThenWait // conn as r reads it; sendThenRead queues through it
 	r    *bufio.Reader
 	wbuf []byte
 	rbuf []byte
@@ -47,10 +48,36 @@ type frameConn struct {
 }
 
 func newFrameConn(c net.Conn) *frameConn {
-	return &frameConn{conn: c, r: bufio.NewReaderSize(c, 64<<10)}
+	sw := newSendThenWait(c)
+	return &frameConn{conn: c, sw: sw, r: bufio.NewReaderSize(sw, 64<<10)}
 }
 
 func (f *frameConn) write(m proto.Message) error {
+	b, err := f.encode(m)
+	if err != nil {
+		return err
+	}
+	_, err = f.conn.Write(b)
+	return err
+}
+
+// sendThenRead queues m to be written by the next read, which then waits
+// for the answer without first trying the socket (sendThenWait). Only
+// for a request the peer always answers, with no other reader.
+func (f *frameConn) sendThenRead(m proto.Message) error {
+	b, err := f.encode(m)
+	if err != nil {
+		return err
+	}
+	if f.r.Buffered() > 0 {
+		_, err = f.conn.Write(b)
+		return err
+	}
+	return f.sw.send(b)
+}
+
+// encode frames m in the connection's write buffer.
+func (f *frameConn) encode(m proto.Message) ([]byte, error) {
 	b := append(f.wbuf[:0], 0, 0, 0, 0)
 	switch m := m.(type) {
 	case *pb.SessionRequest:
@@ -60,18 +87,17 @@ func (f *frameConn) write(m proto.Message) error {
 	default:
 		var err error
 		if b, err = (proto.MarshalOptions{}).MarshalAppend(b, m); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if len(b)-4 > maxFrame {
-		return fmt.Errorf("frame of %d bytes exceeds %d", len(b)-4, maxFrame)
+		return nil, fmt.Errorf("frame of %d bytes exceeds %d", len(b)-4, maxFrame)
 	}
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	if cap(b) <= maxKeptFrameBuffer {
 		f.wbuf = b
 	}
-	_, err := f.conn.Write(b)
-	return err
+	return b, nil
 }
 
 func (f *frameConn) read(m proto.Message) error {
@@ -300,6 +326,9 @@ func (s *framedClientStream) recvShared() (*pb.SessionResponse, error) {
 }
 
 func (s *framedClientStream) Send(m *pb.SessionRequest) error { return s.f.write(m) }
+
+// sendBatch sends a batch request whose answer the next receive reads.
+func (s *framedClientStream) sendBatch(m *pb.SessionRequest) error { return s.f.sendThenRead(m) }
 
 func (s *framedClientStream) Recv() (*pb.SessionResponse, error) {
 	m := new(pb.SessionResponse)
