@@ -22,6 +22,7 @@
 // RPC and pinning), framed.go and framecodec.go (the framed session
 // port), inprocess.go (in-process sessions), async.go (messages from an
 // idle pinned backend), pool.go and pools.go (pooling), backend.go (one
-// Postgres connection), wire.go (message framing), health.go, ops.go,
+// Postgres connection), sendwait.go (a request sent from inside the wait
+// for its answer), wire.go (message framing), health.go, ops.go,
 // cancel.go, auth.go, client.go (the Go client).
 package sidecar
