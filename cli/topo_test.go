@@ -112,8 +112,7 @@ func TestTopoDiff(t *testing.T) {
 }
 
 func TestEveryCommandHasHelp(t *testing.T) {
-	var walk func(path []string)
-	walk = func(path []string) {
+	walk := func(path []string) {
 		out, _, code := tessera(t, append(path, "--help")...)
 		if code != 0 || !strings.Contains(out, "Usage:") {
 			t.Errorf("%v --help: exit %d", path, code)
