@@ -23,6 +23,13 @@ type sendThenWait struct {
 	raw  syscall.RawConn // nil when the connection has none: send writes at once
 	// pending is written by the next Read before it waits.
 	pending []byte
+	// onReadable is Read's callback for raw, bound once; buf, n and err
+	// are its arguments and results. Fields rather than a closure's
+	// captures, which would be allocated on every Read.
+	onReadable func(fd uintptr) bool
+	buf        []byte
+	n          int
+	err        error
 }
 
 // errSend wraps a failure to write the request queued with send, which
@@ -37,6 +44,7 @@ func newSendThenWait(conn net.Conn) *sendThenWait {
 	if sc, ok := conn.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			s.raw = raw
+			s.onReadable = s.readRaw
 		}
 	}
 	return s
@@ -59,39 +67,48 @@ func (s *sendThenWait) Read(p []byte) (int, error) {
 	if s.pending == nil {
 		return s.conn.Read(p)
 	}
-	var n int
-	var rerr error
-	err := s.raw.Read(func(fd uintptr) bool {
-		if s.pending != nil {
-			msgs := s.pending
-			s.pending = nil
-			if err := s.writeAll(int(fd), msgs); err != nil {
-				rerr = &errSend{err}
-				return true
-			}
-			return false // the answer cannot be there yet: wait for it
-		}
-		for {
-			n, rerr = syscall.Read(int(fd), p)
-			if rerr != syscall.EINTR {
-				break
-			}
-		}
-		if rerr == syscall.EAGAIN {
-			return false
-		}
-		if n < 0 {
-			n = 0
-		}
-		if n == 0 && rerr == nil && len(p) > 0 {
-			rerr = io.EOF
-		}
-		return true
-	})
+	s.buf, s.n, s.err = p, 0, nil
+	err := s.raw.Read(s.onReadable)
+	n, rerr := s.n, s.err
+	s.buf, s.err = nil, nil
 	if err != nil && rerr == nil {
 		rerr = err
 	}
 	return n, rerr
+}
+
+// readRaw is called by the poller with the socket: first to write the
+// pending request (then it reports not done, so that the poller waits
+// for readability), then, once readable, to read into s.buf.
+func (s *sendThenWait) readRaw(fd uintptr) bool {
+	if s.pending != nil {
+		msgs := s.pending
+		s.pending = nil
+		if err := s.writeAll(int(fd), msgs); err != nil {
+			s.err = &errSend{err}
+			return true
+		}
+		return false // the answer cannot be there yet: wait for it
+	}
+	var n int
+	var err error
+	for {
+		n, err = syscall.Read(int(fd), s.buf)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err == syscall.EAGAIN {
+		return false
+	}
+	if n < 0 {
+		n = 0
+	}
+	if n == 0 && err == nil && len(s.buf) > 0 {
+		err = io.EOF
+	}
+	s.n, s.err = n, err
+	return true
 }
 
 // writeAll writes msgs with plain system calls while the socket takes
