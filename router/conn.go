@@ -52,6 +52,8 @@ type clientConn struct {
 	// bindParams is reused for every Bind; its values point into the
 	// message being handled.
 	bindParams bindParams
+	// bindRouted is the route of a batch's first Bind (bindTarget).
+	bindRouted routed
 	copyIn     *backendSession // COPY FROM STDIN in progress
 	copyBuf    []byte          // COPY data not yet sent
 	// copyExtended: the COPY was started by Execute, so it ends at the

@@ -207,14 +207,16 @@ func (b *extBatch) closeSegment() {
 	b.group, b.r, b.backend = -1, nil, false
 }
 
-func (c *clientConn) lookup(name string) (*prepared, error) {
-	if name == "" {
+// lookup finds a prepared statement by the name a message carries (the
+// name is not copied: Bind asks for every execution).
+func (c *clientConn) lookup(name []byte) (*prepared, error) {
+	if len(name) == 0 {
 		if c.unnamed == nil {
 			return nil, pgerr.New("26000", "unnamed prepared statement does not exist")
 		}
 		return c.unnamed, nil
 	}
-	p := c.stmts[name]
+	p := c.stmts[string(name)]
 	if p == nil {
 		return nil, pgerr.New("26000", "prepared statement %q does not exist", name)
 	}
@@ -291,7 +293,7 @@ func (c *clientConn) bind(msg []byte) error {
 	if err != nil {
 		return err
 	}
-	name, rest, err := cstring(msg, off)
+	name, rest, err := cbytes(msg, off)
 	if err != nil {
 		return err
 	}
@@ -303,7 +305,8 @@ func (c *clientConn) bind(msg []byte) error {
 	if err := params.parse(msg[rest:]); err != nil {
 		return err
 	}
-	r := c.route(p.stmt, params)
+	r := c.bindTarget()
+	*r = c.route(p.stmt, params)
 	if r.mode == routeSplit && r.err == nil {
 		// Each shard gets its own Bind; the client's stays in the batch
 		// to mark where they go.
@@ -319,9 +322,9 @@ func (c *clientConn) bind(msg []byte) error {
 		if _, err := (&sessionSettings{}).validateTessera(r.setName, r.setValue); err != nil {
 			return err
 		}
-		c.batch.sets = append(c.batch.sets, &r)
+		c.batch.sets = append(c.batch.sets, r)
 	case kindSet:
-		c.batch.sets = append(c.batch.sets, &r)
+		c.batch.sets = append(c.batch.sets, r)
 	case kindCommit, kindRollback:
 		c.batch.txEnd = r.kind
 	case kindTxOther:
@@ -334,7 +337,7 @@ func (c *clientConn) bind(msg []byte) error {
 	if c.batch.group < 0 {
 		c.batch.group = len(c.batch.frontend)
 	}
-	if err := c.target(&r); err != nil {
+	if err := c.target(r); err != nil {
 		return err
 	}
 	if r.mode == routeOne && len(r.shards) == 1 {
@@ -365,6 +368,18 @@ func (c *clientConn) bind(msg []byte) error {
 	}
 	c.batch.backend = true
 	return nil
+}
+
+// bindTarget is where a Bind's route goes: the connection's own slot for
+// the first of a batch (most batches have one Bind), else a new one, as
+// the batch's target, its closed segments and its SETs keep theirs until
+// the batch has run.
+func (c *clientConn) bindTarget() *routed {
+	b := &c.batch
+	if b.r == nil && len(b.segments) == 0 && len(b.sets) == 0 {
+		return &c.bindRouted
+	}
+	return new(routed)
 }
 
 // executeMsg queues an Execute; a portal bound in an earlier batch (inside
@@ -400,7 +415,7 @@ func (c *clientConn) describe(msg []byte) error {
 		return err
 	}
 	if msg[5] == 'S' {
-		p, err := c.lookup(name)
+		p, err := c.lookup([]byte(name))
 		if err != nil {
 			return err
 		}

@@ -44,12 +44,18 @@ func (r *reader) next() (byte, []byte, error) {
 
 // cstring reads a NUL-terminated string from b at off.
 func cstring(b []byte, off int) (string, int, error) {
+	v, next, err := cbytes(b, off)
+	return string(v), next, err
+}
+
+// cbytes is cstring without the copy: the bytes, valid as b is.
+func cbytes(b []byte, off int) ([]byte, int, error) {
 	for i := off; i < len(b); i++ {
 		if b[i] == 0 {
-			return string(b[off:i]), i + 1, nil
+			return b[off:i], i + 1, nil
 		}
 	}
-	return "", 0, pgerr.New(pgerr.ProtocolViolation, "unterminated string in message")
+	return nil, 0, pgerr.New(pgerr.ProtocolViolation, "unterminated string in message")
 }
 
 // Builders of backend messages the router sends itself.
