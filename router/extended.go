@@ -410,12 +410,12 @@ func (c *clientConn) describe(msg []byte) error {
 	if len(msg) < 7 {
 		return pgerr.New(pgerr.ProtocolViolation, "invalid Describe message")
 	}
-	name, _, err := cstring(msg, 6)
+	name, _, err := cbytes(msg, 6)
 	if err != nil {
 		return err
 	}
 	if msg[5] == 'S' {
-		p, err := c.lookup([]byte(name))
+		p, err := c.lookup(name)
 		if err != nil {
 			return err
 		}

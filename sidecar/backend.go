@@ -124,13 +124,9 @@ type answer func(chunk []byte, done bool, txStatus byte, copyIn bool) error
 // another connection: nothing reached Postgres.
 func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bool, emit answer) ([]byte, int, error) {
 	stripped := 0
-	var err error
-	if b.r.Buffered() == 0 {
-		// Sent by the first read below, which then waits for the answer.
-		err = b.sock.send(frontend)
-	} else if _, err = b.conn.Write(frontend); err != nil {
-		err = &errSend{err}
-	}
+	// Sent by the first read below that reaches the socket, which then
+	// waits for the answer.
+	err := b.sock.send(frontend)
 	chunk := buf[:0]
 	for err == nil {
 		start := len(chunk)

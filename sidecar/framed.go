@@ -69,10 +69,6 @@ func (f *frameConn) sendThenRead(m proto.Message) error {
 	if err != nil {
 		return err
 	}
-	if f.r.Buffered() > 0 {
-		_, err = f.conn.Write(b)
-		return err
-	}
 	return f.sw.send(b)
 }
 

@@ -7,8 +7,10 @@ import (
 	"syscall"
 )
 
-// sendThenWait is a backend connection's byte source that can send a
-// request as the first step of waiting for its answer.
+// sendThenWait is a connection's byte source (under a bufio.Reader) that
+// can send a request as the first step of waiting for its answer: the
+// sidecar's connections to Postgres and a router's framed connection to
+// a sidecar, whose peers always answer what they are sent.
 //
 // A proxy's floor is one read and one write per hop. Go's net.Conn adds a
 // third call: Read always tries the socket before parking, and just after
@@ -17,7 +19,9 @@ import (
 // Read writes it from inside the poller's read callback and parks at once;
 // the first read it makes is the one that finds the answer. The write
 // comes after the poller reset its readiness, so the answer's arrival is
-// never missed.
+// never missed. Bytes already buffered above it (an asynchronous message)
+// are read first; the request goes out when the reader next needs the
+// socket, which it must before the answer.
 type sendThenWait struct {
 	conn net.Conn
 	raw  syscall.RawConn // nil when the connection has none: send writes at once
@@ -33,10 +37,10 @@ type sendThenWait struct {
 }
 
 // errSend wraps a failure to write the request queued with send, which
-// the next Read reports: nothing of it may have reached Postgres.
+// the next Read reports: the peer may have none of it.
 type errSend struct{ err error }
 
-func (e *errSend) Error() string { return "sending to postgres: " + e.err.Error() }
+func (e *errSend) Error() string { return "sending the request: " + e.err.Error() }
 func (e *errSend) Unwrap() error { return e.err }
 
 func newSendThenWait(conn net.Conn) *sendThenWait {
