@@ -61,7 +61,11 @@ type Config struct {
 	// when 0): below it an instance reports low disk and routers refuse
 	// writes to it. Drills and tests raise it to see that happen.
 	LowDiskBytes uint64
-	Logger       *slog.Logger
+	// PipelineConns is how many connections per pool the sidecars let
+	// autocommit statements share, pipelined: 0 means their default (one
+	// per CPU), a negative number none.
+	PipelineConns int
+	Logger        *slog.Logger
 }
 
 var shardName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,40}$`)

@@ -219,6 +219,10 @@ func (c *Cluster) startSidecar(ctx context.Context, uid string, in *instance) er
 	if len(socket) > maxSocketPath {
 		socket = "" // too long for a unix socket: routers use TCP
 	}
+	pool := sidecar.DefaultPoolConfig
+	if c.cfg.PipelineConns != 0 {
+		pool.PipelineConns = max(c.cfg.PipelineConns, 0)
+	}
 	sc, err := sidecar.New(sidecar.Config{
 		ShardUID:   uid,
 		InstanceID: in.id,
@@ -234,6 +238,7 @@ func (c *Cluster) startSidecar(ctx context.Context, uid string, in *instance) er
 		Logger:            c.log,
 		HealthInterval:    healthInterval,
 		LowDiskBytes:      c.cfg.LowDiskBytes,
+		Pool:              pool,
 	})
 	if err != nil {
 		return err

@@ -86,6 +86,10 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		return routed{kind: kindEmpty}
 	}
 	r := routed{sql: st.SQL, readOnly: st.ReadOnly, sessionState: st.SessionState != 0, err: st.Err, counts: st.Merge == planner.MergeCounts}
+	switch st.Kind {
+	case planner.Select, planner.Insert, planner.Update, planner.Delete:
+		r.autocommit = st.SessionState == 0
+	}
 	switch st.Merge {
 	case planner.MergeLimit:
 		r.limit = limitValue(st.Limit, params)
@@ -250,7 +254,7 @@ func (c *clientConn) combined(stmts []*plannedStmt, sql string) routed {
 		}
 	}
 	r.kind, r.sql = kindRegular, sql
-	r.sets = nil
+	r.sets, r.autocommit = nil, false
 	for _, st := range stmts {
 		if st.Kind == planner.Set {
 			sr := c.route(st, nil)

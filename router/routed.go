@@ -45,14 +45,18 @@ type routed struct {
 	// pass on the first limit (ordered.go).
 	order        []planner.OrderKey
 	sessionState bool // binds the client session to one backend from now on
-	ddl          bool // changes the schema: invalidate caches
-	roles        bool // changes roles: refresh the role cache
-	setName      string
-	setValue     string
-	setLocal     bool
-	reset        bool
-	explain      []string  // EXPLAIN (TESSERA) lines
-	sets         []*routed // SETs inside a multi-statement string sent whole
-	err          error     // the statement cannot run (0A000, 42601, ...)
-	split        *splitInsert
+	// autocommit: a plain SELECT, INSERT, UPDATE or DELETE that keeps no
+	// session state; outside a transaction the sidecar may pipeline it
+	// on a connection other sessions share (Batch.autocommit).
+	autocommit bool
+	ddl        bool // changes the schema: invalidate caches
+	roles      bool // changes roles: refresh the role cache
+	setName    string
+	setValue   string
+	setLocal   bool
+	reset      bool
+	explain    []string  // EXPLAIN (TESSERA) lines
+	sets       []*routed // SETs inside a multi-statement string sent whole
+	err        error     // the statement cannot run (0A000, 42601, ...)
+	split      *splitInsert
 }

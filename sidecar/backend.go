@@ -45,6 +45,19 @@ type backend struct {
 	// right statement is present.
 	prepared map[string]struct{}
 	broken   bool
+
+	// inflight counts the batches pipelined on the connection while it
+	// is shared (pipeline.go), under the pool's mutex; pipe orders them.
+	inflight int
+	pipe     pipe
+}
+
+// recentlyIdle reports whether an idle connection may be used without a
+// probe: it came back from its last use moments ago, within its lifetime,
+// and nothing arrived since.
+func (b *backend) recentlyIdle() bool {
+	now := time.Now()
+	return now.Before(b.expires) && now.Sub(b.idleAt) < recentlyUsed && b.r.Buffered() == 0
 }
 
 // dialBackend opens a connection over the instance's private unix socket

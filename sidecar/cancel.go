@@ -17,18 +17,25 @@ import (
 // batch on, so that Cancel can reach it.
 type cancels struct {
 	mu      sync.Mutex
-	running map[string]*backend
+	running map[string]cancelTarget
 }
 
-func (cs *cancels) start(token string, b *backend) {
+// cancelTarget is where a session's batch runs: a backend of its own, or
+// its turn on a shared one (pipeline.go).
+type cancelTarget struct {
+	b *backend
+	t *turn
+}
+
+func (cs *cancels) start(token string, b *backend, t *turn) {
 	if token == "" {
 		return
 	}
 	cs.mu.Lock()
 	if cs.running == nil {
-		cs.running = map[string]*backend{}
+		cs.running = map[string]cancelTarget{}
 	}
-	cs.running[token] = b
+	cs.running[token] = cancelTarget{b, t}
 	cs.mu.Unlock()
 }
 
@@ -41,22 +48,35 @@ func (cs *cancels) stop(token string) {
 	cs.mu.Unlock()
 }
 
-func (cs *cancels) backend(token string) *backend {
+func (cs *cancels) target(token string) cancelTarget {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	return cs.running[token]
 }
 
 // Cancel implements the Cancel RPC: it sends Postgres a CancelRequest for
-// the backend the session is running a batch on.
+// the backend the session is running a batch on. A batch queued on a
+// shared connection behind other sessions' is canceled once it runs:
+// until then the request would cancel someone else's.
 func (s *Server) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.CancelResponse, error) {
-	b := s.cancels.backend(req.CancelToken)
-	if b == nil || req.CancelToken == "" {
+	target := s.cancels.target(req.CancelToken)
+	if target.b == nil || req.CancelToken == "" {
 		return &pb.CancelResponse{}, nil
 	}
+	if target.t != nil && !target.b.pipe.cancel(target.t) {
+		return &pb.CancelResponse{Canceled: true}, nil
+	}
+	if err := s.signalCancel(ctx, target.b); err != nil {
+		return nil, statusError(err)
+	}
+	return &pb.CancelResponse{Canceled: true}, nil
+}
+
+// signalCancel sends Postgres a CancelRequest for b's backend process.
+func (s *Server) signalCancel(ctx context.Context, b *backend) error {
 	cfg, err := pgconn.ParseConfig(s.cfg.Manager.ConnConfig("postgres", "postgres"))
 	if err != nil {
-		return nil, statusError(err)
+		return err
 	}
 	addr, network := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), "tcp"
 	if len(cfg.Host) > 0 && cfg.Host[0] == '/' {
@@ -65,7 +85,7 @@ func (s *Server) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.CancelR
 	d := net.Dialer{Timeout: 5 * time.Second}
 	conn, err := d.DialContext(ctx, network, addr)
 	if err != nil {
-		return nil, statusError(err)
+		return err
 	}
 	defer conn.Close()
 	msg := make([]byte, 0, 16+len(b.secret))
@@ -74,10 +94,10 @@ func (s *Server) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.CancelR
 	msg = binary.BigEndian.AppendUint32(msg, b.pid)
 	msg = append(msg, b.secret...)
 	if _, err := conn.Write(msg); err != nil {
-		return nil, statusError(err)
+		return err
 	}
 	// Postgres closes the connection once it has taken the request.
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	conn.Read(make([]byte, 1))
-	return &pb.CancelResponse{Canceled: true}, nil
+	return nil
 }

@@ -175,7 +175,7 @@ func (s *ClientSession) wire(batch *pb.Batch) *pb.SessionRequest {
 	names, prepared := w.PreparedNames[:0], w.Prepared[:0]
 	clear(w.Prepared)
 	w.Reset()
-	w.Mode, w.Frontend, w.PreparedNames, w.Prepared = batch.Mode, batch.Frontend, names, prepared
+	w.Mode, w.Frontend, w.PreparedNames, w.Prepared, w.Autocommit = batch.Mode, batch.Frontend, names, prepared, batch.Autocommit
 	if s.sentOnce && sameSettingList(s.sentSettings, batch.Settings) {
 		w.SameSettings = true
 	} else {

@@ -32,6 +32,7 @@ const (
 	fieldBatchSameSettings  = 5
 	fieldBatchPreparedNames = 6
 	fieldBatchPreparedReset = 7
+	fieldBatchAutocommit    = 8
 
 	fieldSettingName  = 1
 	fieldSettingValue = 2
@@ -158,7 +159,8 @@ func appendBatch(b []byte, x *pb.Batch) []byte {
 		b = protowire.AppendTag(b, fieldBatchPreparedNames, protowire.BytesType)
 		b = protowire.AppendString(b, name)
 	}
-	return appendBoolField(b, fieldBatchPreparedReset, x.PreparedReset)
+	b = appendBoolField(b, fieldBatchPreparedReset, x.PreparedReset)
+	return appendBoolField(b, fieldBatchAutocommit, x.Autocommit)
 }
 
 // appendResponse appends r's encoding.
@@ -376,6 +378,8 @@ func decodeBatch(b []byte, x *pb.Batch, alias bool) error {
 			return n
 		case fieldBatchPreparedReset:
 			return boolValue(typ, v, &x.PreparedReset)
+		case fieldBatchAutocommit:
+			return boolValue(typ, v, &x.Autocommit)
 		}
 		return unknownField
 	})

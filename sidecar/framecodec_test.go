@@ -29,6 +29,7 @@ func codecRequests() []*pb.SessionRequest {
 			SameSettings:  true,
 			PreparedNames: []string{"a", "", long},
 			PreparedReset: true,
+			Autocommit:    true,
 		}}},
 	}
 }

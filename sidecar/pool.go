@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 
@@ -29,6 +30,17 @@ type PoolConfig struct {
 	// open without sending anything for this long, as Postgres's
 	// idle_in_transaction_session_timeout does; 0 disables it.
 	IdleInTransactionTimeout time.Duration
+	// PipelineConns is how many connections autocommit statements share,
+	// pipelined (pipeline.go); 0 gives every statement a connection of
+	// its own. The default, one per CPU, keeps every core of a machine
+	// that runs the sidecar beside its Postgres busy: each connection's
+	// statements run one after another in one Postgres process. It counts
+	// within Capacity.
+	PipelineConns int
+	// PipelineSlowStatement: a shared connection whose statement has run
+	// this long takes no more batches, which bounds how long one waits
+	// behind another session's statement.
+	PipelineSlowStatement time.Duration
 }
 
 // recentlyUsed is how long after its last use a connection is trusted to
@@ -45,6 +57,8 @@ var DefaultPoolConfig = PoolConfig{
 	MaxWait:                  5 * time.Second,
 	IdleTimeout:              5 * time.Minute,
 	IdleInTransactionTimeout: 10 * time.Minute,
+	PipelineConns:            runtime.NumCPU(),
+	PipelineSlowStatement:    time.Millisecond,
 }
 
 // pool holds the connections of one (database, user). Connections are
@@ -57,6 +71,7 @@ type pool struct {
 	mu      sync.Mutex
 	open    int        // connections open: idle plus checked out plus being dialled
 	idle    []*backend // stack, most recently returned last
+	shared  []*backend // connections autocommit batches are pipelined on
 	waiters []chan struct{}
 	closed  bool
 }
@@ -89,8 +104,7 @@ func (p *pool) get(ctx context.Context) (*backend, error) {
 			p.mu.Unlock()
 			// A connection back from its last use moments ago is taken as
 			// alive without a system call; one that sat idle is probed.
-			now := time.Now()
-			if now.Before(b.expires) && (now.Sub(b.idleAt) < recentlyUsed && b.r.Buffered() == 0 || b.alive()) {
+			if b.recentlyIdle() || time.Now().Before(b.expires) && b.alive() {
 				return b, nil
 			}
 			b.close()

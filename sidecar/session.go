@@ -22,6 +22,7 @@ type session struct {
 	buf    []byte // scratch for answer chunks, reused across batches
 	resp   pb.SessionResponse
 	token  string // cancel token
+	turn   *turn  // the session's place in a shared connection's queue
 
 	mu            sync.Mutex
 	pinned        *backend // held across batches, or nil
@@ -85,7 +86,7 @@ func (s *Server) newSession(stream sessionStream, open *pb.Open) (*session, erro
 	if open == nil || open.Database == "" || open.User == "" {
 		return nil, pgerr.New(pgerr.ProtocolViolation, "a session must open with a database and a user")
 	}
-	return &session{srv: s, pool: s.pools.pool(open.Database, open.User), stream: stream, buf: make([]byte, 0, chunkSize+8<<10), token: open.CancelToken}, nil
+	return &session{srv: s, pool: s.pools.pool(open.Database, open.User), stream: stream, buf: make([]byte, 0, chunkSize+8<<10), token: open.CancelToken, turn: newTurn()}, nil
 }
 
 // serve runs one batch, its answer going to the session's stream, and
@@ -180,6 +181,11 @@ func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
 	}
 
 	b := sess.pinned
+	if req.Autocommit && b == nil && !sess.copyIn && req.Mode != pb.Mode_SESSION {
+		if ok, err := sess.pipelined(req); ok {
+			return err
+		}
+	}
 	if sess.copyIn && ending == 'd' && b != nil {
 		// More COPY data: Postgres answers only at CopyDone or CopyFail.
 		if _, err := b.conn.Write(req.Frontend); err != nil {
@@ -254,7 +260,7 @@ func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
 	}
 
 	var copyIn bool
-	sess.srv.cancels.start(sess.token, b)
+	sess.srv.cancels.start(sess.token, b, nil)
 	defer sess.srv.cancels.stop(sess.token)
 	buf, stripped, err := b.exchange(frontend, len(injected), sess.buf, resendable, func(chunk []byte, done bool, tx byte, ci bool) error {
 		copyIn = ci

@@ -303,6 +303,12 @@ type Batch struct {
 	// prepared_reset: forget the statements earlier batches sent before
 	// reading this one's, which bounds what a session remembers.
 	PreparedReset bool `protobuf:"varint,7,opt,name=prepared_reset,json=preparedReset,proto3" json:"prepared_reset,omitempty"`
+	// autocommit: the router vouches that the batch is one statement that
+	// runs in its own implicit transaction and leaves the connection's
+	// session state as it found it (a plain SELECT, INSERT, UPDATE or
+	// DELETE outside any transaction). The sidecar may then pipeline it on
+	// a connection that other sessions' such batches share (pipeline.go).
+	Autocommit    bool `protobuf:"varint,8,opt,name=autocommit,proto3" json:"autocommit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -382,6 +388,13 @@ func (x *Batch) GetPreparedNames() []string {
 func (x *Batch) GetPreparedReset() bool {
 	if x != nil {
 		return x.PreparedReset
+	}
+	return false
+}
+
+func (x *Batch) GetAutocommit() bool {
+	if x != nil {
+		return x.Autocommit
 	}
 	return false
 }
@@ -1509,7 +1522,7 @@ const file_sidecar_proto_rawDesc = "" +
 	"\x04Open\x12\x1a\n" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12!\n" +
-	"\fcancel_token\x18\x03 \x01(\tR\vcancelToken\"\xc0\x02\n" +
+	"\fcancel_token\x18\x03 \x01(\tR\vcancelToken\"\xe0\x02\n" +
 	"\x05Batch\x12,\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x18.tessera.sidecar.v1.ModeR\x04mode\x12\x1a\n" +
 	"\bfrontend\x18\x02 \x01(\fR\bfrontend\x127\n" +
@@ -1517,7 +1530,10 @@ const file_sidecar_proto_rawDesc = "" +
 	"\bprepared\x18\x04 \x03(\v2%.tessera.sidecar.v1.PreparedStatementR\bprepared\x12#\n" +
 	"\rsame_settings\x18\x05 \x01(\bR\fsameSettings\x12%\n" +
 	"\x0eprepared_names\x18\x06 \x03(\tR\rpreparedNames\x12%\n" +
-	"\x0eprepared_reset\x18\a \x01(\bR\rpreparedReset\"3\n" +
+	"\x0eprepared_reset\x18\a \x01(\bR\rpreparedReset\x12\x1e\n" +
+	"\n" +
+	"autocommit\x18\b \x01(\bR\n" +
+	"autocommit\"3\n" +
 	"\aSetting\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"\\\n" +

@@ -1,0 +1,130 @@
+package router_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestConcurrentClientsKeepTheirOwnAnswers: clients running at once,
+// whose autocommit statements the sidecars pipeline on shared
+// connections, each see only their own rows, errors, settings and
+// transactions, in both protocols.
+func TestConcurrentClientsKeepTheirOwnAnswers(t *testing.T) {
+	ctx := context.Background()
+	setupConn := connect(t, "store")
+	if _, err := setupConn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	cleanup := func() { setupConn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 9000 AND 9999") }
+	cleanup()
+	defer cleanup()
+	const clients, rounds = 8, 25
+	var wg sync.WaitGroup
+	for i := 0; i < clients; i++ {
+		conn := connect(t, "store")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fail := func(format string, args ...any) { t.Errorf("client %d: "+format, append([]any{i}, args...)...) }
+			app := fmt.Sprintf("client-%d", i)
+			if _, err := conn.Exec(ctx, "SET application_name = '"+app+"'"); err != nil {
+				fail("SET: %v", err)
+				return
+			}
+			for r := 0; r < rounds; r++ {
+				id := int64(9000 + i*100 + r)
+				name := fmt.Sprintf("c%d-r%d", i, r)
+				mode := pgx.QueryExecModeCacheStatement
+				if r%2 == 1 {
+					mode = pgx.QueryExecModeSimpleProtocol
+				}
+				if _, err := conn.Exec(ctx, "INSERT INTO customers (customer_id, name) VALUES ($1, $2)", mode, id, name); err != nil {
+					fail("insert: %v", err)
+					return
+				}
+				var got string
+				if err := conn.QueryRow(ctx, "SELECT name FROM customers WHERE customer_id = $1", mode, id).Scan(&got); err != nil || got != name {
+					fail("lookup of %d: %q, %v; want %q", id, got, err, name)
+					return
+				}
+				if _, err := conn.Exec(ctx, "SELECT 1/0", mode); sqlstate(err) != "22012" {
+					fail("division by zero: %v", err)
+					return
+				}
+				if err := conn.QueryRow(ctx, "SHOW application_name", mode).Scan(&got); err != nil || got != app {
+					fail("application_name %q, %v; want %q", got, err, app)
+					return
+				}
+				// A transaction sees its own uncommitted row and loses it.
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					fail("begin: %v", err)
+					return
+				}
+				var n int
+				_, err = tx.Exec(ctx, "DELETE FROM customers WHERE customer_id = $1", mode, id)
+				if err == nil {
+					err = tx.QueryRow(ctx, "SELECT count(*) FROM customers WHERE customer_id = $1", mode, id).Scan(&n)
+				}
+				tx.Rollback(ctx)
+				if err != nil || n != 0 {
+					fail("inside the transaction: %d rows, %v", n, err)
+					return
+				}
+				if err := conn.QueryRow(ctx, "SELECT count(*) FROM customers WHERE customer_id = $1", mode, id).Scan(&n); err != nil || n != 1 {
+					fail("after rollback: %d rows, %v; want 1", n, err)
+					return
+				}
+			}
+			// A string of several statements runs as one.
+			id := 9000 + i*100
+			res, err := conn.PgConn().Exec(ctx, fmt.Sprintf("DELETE FROM customers WHERE customer_id = %d; SELECT count(*) FROM customers WHERE customer_id = %d", id, id)).ReadAll()
+			if err != nil || len(res) != 2 || res[0].CommandTag.RowsAffected() != 1 || len(res[1].Rows) != 1 || string(res[1].Rows[0][0]) != "0" {
+				fail("multi-statement string: %v, %v", res, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestBeginIsNotPipelined: a BEGIN, in a string of statements or alone
+// through the extended protocol, keeps its backend for the statements
+// after it, even when the connection's statements before it were
+// pipelined.
+func TestBeginIsNotPipelined(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	cleanup := func() { conn.Exec(ctx, "DELETE FROM customers WHERE customer_id = 8999") }
+	cleanup()
+	defer cleanup()
+	for i := 0; i < 3; i++ {
+		// The first takes a connection of its own; the next ones find it
+		// just returned and share it.
+		if _, err := conn.Exec(ctx, "SELECT name FROM customers WHERE customer_id = 8999"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "BEGIN; INSERT INTO customers (customer_id, name) VALUES (8999, 'open')", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatalf("a string that begins a transaction: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	// The extended protocol's BEGIN goes to a shard in the client's batch.
+	for _, sql := range []string{"BEGIN", "DELETE FROM customers WHERE customer_id = 8999", "COMMIT"} {
+		if _, err := conn.PgConn().ExecParams(ctx, sql, nil, nil, nil, nil).Close(); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM customers WHERE customer_id = 8999").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("after the committed delete: %d rows, %v; want 0", n, err)
+	}
+}
