@@ -86,10 +86,7 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		return routed{kind: kindEmpty}
 	}
 	r := routed{sql: st.SQL, readOnly: st.ReadOnly, sessionState: st.SessionState != 0, err: st.Err, counts: st.Merge == planner.MergeCounts}
-	switch st.Kind {
-	case planner.Select, planner.Insert, planner.Update, planner.Delete:
-		r.autocommit = st.SessionState == 0
-	}
+	r.autocommit = st.Pipelinable()
 	switch st.Merge {
 	case planner.MergeLimit:
 		r.limit = limitValue(st.Limit, params)

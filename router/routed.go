@@ -45,9 +45,10 @@ type routed struct {
 	// pass on the first limit (ordered.go).
 	order        []planner.OrderKey
 	sessionState bool // binds the client session to one backend from now on
-	// autocommit: a plain SELECT, INSERT, UPDATE or DELETE that keeps no
-	// session state; outside a transaction the sidecar may pipeline it
-	// on a connection other sessions share (Batch.autocommit).
+	// autocommit: a plain read (SELECT without locking clauses or
+	// data-modifying WITH) that keeps no session state; outside a
+	// transaction the sidecar may pipeline it on a connection other
+	// sessions share (Batch.autocommit).
 	autocommit bool
 	ddl        bool // changes the schema: invalidate caches
 	roles      bool // changes roles: refresh the role cache

@@ -157,6 +157,32 @@ var routeCases = []struct {
 	{"EXPLAIN (TESSERA) SELECT * FROM customers WHERE customer_id = 1", nil, "explain tessera router"},
 }
 
+// TestPipelinable: only plain reads that leave nothing in the session
+// may be pipelined behind other sessions' statements.
+func TestPipelinable(t *testing.T) {
+	xx := loadTopology(t, "store_xxhash.json")
+	p := New(0)
+	for sql, want := range map[string]bool{
+		"SELECT * FROM customers WHERE customer_id = $1": true,
+		"SELECT 1": true,
+		"SELECT * FROM customers WHERE customer_id = 1 FOR UPDATE":                            false,
+		"WITH d AS (DELETE FROM customers WHERE customer_id = 1 RETURNING *) SELECT * FROM d": false,
+		"UPDATE customers SET name = 'x' WHERE customer_id = 1":                               false,
+		"INSERT INTO customers (customer_id, name) VALUES (1, 'x')":                           false,
+		"DELETE FROM customers WHERE customer_id = 1":                                         false,
+		"SELECT pg_advisory_lock(1)":                                                          false,
+		"SELECT set_config('search_path', 'x', false)":                                        false,
+		"BEGIN":                  false,
+		"SET search_path = x":    false,
+		"CREATE TABLE t (a int)": false,
+		"SHOW search_path":       false,
+	} {
+		if got := planOne(t, p, xx, store(sql)).Pipelinable(); got != want {
+			t.Errorf("%s: pipelinable %v, want %v", sql, got, want)
+		}
+	}
+}
+
 func TestRoutes(t *testing.T) {
 	xx := loadTopology(t, "store_xxhash.json")
 	ref := parseTopology(t, referenceTopology)

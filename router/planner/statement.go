@@ -225,6 +225,17 @@ var routeNames = [...]string{
 
 func (r RouteKind) String() string { return name(routeNames[:], int(r)) }
 
+// Pipelinable reports a statement that may share a backend connection
+// with other sessions' statements, pipelined behind them (outside a
+// transaction; the sidecar's Batch.autocommit): a plain read that leaves
+// nothing in the session. A write may wait for a row lock held by a
+// transaction whose client waits, in turn, for a statement queued behind
+// that write on the same connection, a wait no deadlock detector sees; a
+// plain read waits on no row lock.
+func (st *Statement) Pipelinable() bool {
+	return st.Kind == Select && st.ReadOnly && st.SessionState == 0
+}
+
 // SessionState flags what a statement leaves in the backend session beyond
 // the transaction, so that the router must keep the client on that backend.
 type SessionState uint16
