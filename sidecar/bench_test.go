@@ -86,3 +86,54 @@ func BenchmarkSessionBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConcurrentLookups runs the point lookup of
+// BenchmarkSessionBatch from 8 in-process sessions at once, as autocommit
+// batches on pipelined connections and as ordinary batches each on a
+// connection of its own. ns/op is the wall time per lookup across all
+// sessions, Postgres's work included, on however many cores there are.
+func BenchmarkConcurrentLookups(b *testing.B) {
+	stmt := &pb.PreparedStatement{Name: "bench_lookup", Query: "SELECT $1::int8 + 1", ParamOids: []uint32{20}}
+	frontend := encode(b,
+		&pgproto3.Bind{PreparedStatement: stmt.Name, ParameterFormatCodes: []int16{0}, Parameters: [][]byte{[]byte("41")}},
+		&pgproto3.Execute{}, &pgproto3.Sync{})
+	for _, pipelined := range []bool{true, false} {
+		name := "own-connections"
+		if pipelined {
+			name = "pipelined"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := sidecar.DefaultPoolConfig
+			if !pipelined {
+				cfg.PipelineConns = 0
+			}
+			id := "bench-" + name
+			srv := startSidecarAs(b, shared, id, cfg)
+			opts := sidecar.DialOptions{Secret: secret, ShardUID: "shard-0", InstanceID: id, InProcess: true}
+			b.SetParallelism(4) // 8 sessions on this 2-core machine
+			b.ReportAllocs()
+			b.RunParallel(func(p *testing.PB) {
+				s, _, err := sidecar.DialLocalSession(context.Background(), "", srv.SessionAddr(), opts, "postgres", "postgres", "")
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				defer s.Close()
+				batch := &pb.Batch{Mode: pb.Mode_STATEMENT, Autocommit: true, Frontend: frontend, Prepared: []*pb.PreparedStatement{stmt}}
+				var answer int
+				fn := func(chunk []byte, last bool) error { answer += len(chunk); return nil }
+				for p.Next() {
+					answer = 0
+					if _, err := s.RunLast(batch, fn); err != nil {
+						b.Error(err)
+						return
+					}
+					if answer != 5+13+14+6 {
+						b.Errorf("answer of %d bytes", answer)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -8,7 +8,8 @@
 // pool per (database, user) over the instance's private unix socket, and
 // are held per statement, per transaction or per session. Prepared
 // statements are named by content, so a statement any session prepared is
-// re-prepared on whichever backend lacks it. Health is pushed to every
+// re-prepared on whichever backend lacks it. Autocommit reads of many
+// sessions share a few connections, pipelined. Health is pushed to every
 // subscriber on change and periodically; operation RPCs (promote, fence,
 // rewind, ...) delegate to the Manager, a pgmanager.Instance. Every call
 // must carry the cluster's shared secret; TLS is optional.
@@ -21,8 +22,9 @@
 // Files: server.go (lifecycle, registration), session.go (the Session
 // RPC and pinning), framed.go and framecodec.go (the framed session
 // port), inprocess.go (in-process sessions), async.go (messages from an
-// idle pinned backend), pool.go and pools.go (pooling), backend.go (one
-// Postgres connection), sendwait.go (a request sent from inside the wait
-// for its answer), wire.go (message framing), health.go, ops.go,
-// cancel.go, auth.go, client.go (the Go client).
+// idle pinned backend), pool.go and pools.go (pooling), pipeline.go
+// (autocommit reads of many sessions pipelined on shared connections),
+// backend.go (one Postgres connection), sendwait.go (a request sent from
+// inside the wait for its answer), wire.go (message framing), health.go,
+// ops.go, cancel.go, auth.go, client.go (the Go client).
 package sidecar
