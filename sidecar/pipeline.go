@@ -171,16 +171,18 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 		sess.pool.unshare(b)
 		return false, nil
 	}
-	frontend, injected := req.Frontend, 0
+	frontend := req.Frontend
+	var injected []string // prepared in front of this batch, in order
 	for _, ps := range req.Prepared {
 		if _, have := b.prepared[ps.Name]; !have {
-			injected++
+			injected = append(injected, ps.Name)
 		}
 	}
-	if injected > 0 {
+	if len(injected) > 0 {
 		// Recorded as prepared at once, so that batches written after
 		// this one do not prepare it again. Should the Parse fail, the
-		// batches behind it read "prepared statement does not exist".
+		// batches behind it that use it read "prepared statement does not
+		// exist", and readShared forgets it for the ones after those.
 		var prefix []byte
 		for _, ps := range req.Prepared {
 			if _, have := b.prepared[ps.Name]; !have {
@@ -292,7 +294,7 @@ func (pp *pipe) write(b *backend, frontend []byte) {
 // answer is read to its end: the next session's follows it. retry: the
 // statement was canceled for another session before any of its answer
 // went out, so it should run again on a connection of its own.
-func (sess *session) readShared(b *backend, strip int) (retry bool, err error) {
+func (sess *session) readShared(b *backend, injected []string) (retry bool, err error) {
 	pp := &b.pipe
 	chunk := sess.buf[:0]
 	defer func() { sess.buf = chunk[:0] }()
@@ -325,7 +327,7 @@ func (sess *session) readShared(b *backend, strip int) (retry bool, err error) {
 			demoteFatal(chunk[start:])
 			canceled = canceled || pgerr.Code(pgwire.ParseError(chunk[start:])) == "57014"
 		case msgParseComplete:
-			if stripped < strip {
+			if stripped < len(injected) {
 				stripped++
 				chunk = chunk[:start]
 			}
@@ -336,6 +338,14 @@ func (sess *session) readShared(b *backend, strip int) (retry bool, err error) {
 		case msgReadyForQuery:
 			if tx := chunk[len(chunk)-1]; tx != 'I' {
 				return false, sess.abandonShared(b, chunk[:start], "an open transaction")
+			}
+			if stripped < len(injected) {
+				// A Parse failed: it and those after it prepared nothing.
+				pp.mu.Lock()
+				for _, name := range injected[stripped:] {
+					delete(b.prepared, name)
+				}
+				pp.mu.Unlock()
 			}
 			if canceled && !emitted && pp.canceledForAnother(sess.turn) {
 				return true, nil

@@ -166,3 +166,24 @@ func TestPipelinedCancel(t *testing.T) {
 		t.Fatalf("a statement canceled for another session: %v", got)
 	}
 }
+
+// TestPipelinedFailedParseIsForgotten: a statement prepared in front of a
+// pipelined batch whose Parse fails is not taken as prepared on that
+// connection: once it can be prepared, the next batch prepares it.
+func TestPipelinedFailedParseIsForgotten(t *testing.T) {
+	t.Parallel()
+	srv := startSidecarAs(t, shared, "pipelined-d", pipelinePool())
+	s := openInProcess(t, srv, "pipelined-d", "")
+	query(t, s, pb.Mode_STATEMENT, "DROP TABLE IF EXISTS pipelined_later")
+	autocommit(t, s, "SELECT 1") // the pipelined connection is shared from here on
+	stmt := &pb.PreparedStatement{Name: "pipelined_later_read", Query: "SELECT v FROM pipelined_later"}
+	lookup := &pb.Batch{Mode: pb.Mode_STATEMENT, Autocommit: true, Prepared: []*pb.PreparedStatement{stmt},
+		Frontend: encode(t, &pgproto3.Bind{PreparedStatement: stmt.Name}, &pgproto3.Execute{}, &pgproto3.Sync{})}
+	if a := run(t, s, lookup); len(a.errors) != 1 || a.errors[0] != "42P01" {
+		t.Fatalf("a statement on a missing table: %v", a)
+	}
+	query(t, s, pb.Mode_STATEMENT, "CREATE TABLE pipelined_later (v int); INSERT INTO pipelined_later VALUES (7)")
+	if a := run(t, s, lookup); len(a.errors) != 0 || len(a.rows) != 1 || a.rows[0][0] != "7" {
+		t.Fatalf("the statement once its table exists: %v", a)
+	}
+}
