@@ -45,6 +45,9 @@ type extBatch struct {
 	// unnamedHere: the unnamed statement was parsed in this batch, so
 	// the backend that runs its Bind has it.
 	unnamedHere bool
+	// notReads: a Bind in the batch binds something other than a plain
+	// read, so the batch may not be pipelined whatever its target says.
+	notReads bool
 }
 
 // segment is a finished part of a batch, bound for one target. after
@@ -63,7 +66,7 @@ func (b *extBatch) reset() {
 	b.frontend = b.frontend[:0]
 	b.prepared = b.prepared[:0]
 	b.r, b.backend, b.skip, b.sets, b.txEnd = nil, false, false, nil, 0
-	b.unnamedHere = false
+	b.unnamedHere, b.notReads = false, false
 }
 
 // extended handles Parse, Bind, Describe, Execute, Close and Flush.
@@ -307,6 +310,7 @@ func (c *clientConn) bind(msg []byte) error {
 	}
 	r := c.bindTarget()
 	*r = c.route(p.stmt, params)
+	c.batch.notReads = c.batch.notReads || !r.autocommit
 	if r.mode == routeSplit && r.err == nil {
 		// Each shard gets its own Bind; the client's stays in the batch
 		// to mark where they go.
@@ -513,11 +517,21 @@ func (c *clientConn) runBatch(final bool) error {
 			c.tx.failed = true
 		}
 	}
+	if r.autocommit && c.batch.notReads {
+		rr := *r
+		rr.autocommit = false
+		r = &rr
+	}
 	for _, seg := range c.batch.segments {
 		sr := seg.r
 		if sr == nil {
 			ar := c.authoritativeRoute()
 			sr = &ar
+		}
+		if sr.autocommit && c.batch.notReads {
+			rr := *sr
+			rr.autocommit = false
+			sr = &rr
 		}
 		failed, err := c.execute(context.Background(), sr, append(seg.frontend, 'S', 0, 0, 0, 4), seg.prepared, len(c.batch.sets) > 0)
 		if err != nil {

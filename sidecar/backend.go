@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -50,6 +51,14 @@ type backend struct {
 	// is shared (pipeline.go), under the pool's mutex; pipe orders them.
 	inflight int
 	pipe     pipe
+
+	// cancelMu is held while a CancelRequest for a session's batch on
+	// this connection, used by that session alone, is sent; cancelFor
+	// names that session (its cancel token) while its batch runs. The
+	// batch's end clears it under the lock, so no cancel meant for it
+	// is still on its way when the connection serves someone else.
+	cancelMu  sync.Mutex
+	cancelFor string
 }
 
 // recentlyIdle reports whether an idle connection may be used without a
@@ -93,6 +102,12 @@ func dialBackend(ctx context.Context, connString string, lifetime time.Duration)
 
 func (b *backend) close() {
 	b.broken = true
+	b.closeConn()
+}
+
+// closeConn ends the connection without marking the backend: a shared
+// one is marked under its pipe's mutex (pipeline.go).
+func (b *backend) closeConn() {
 	// Terminate tells Postgres to end the backend at once rather than
 	// noticing the closed socket later.
 	b.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))

@@ -63,10 +63,24 @@ func (s *Server) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.CancelR
 	if target.b == nil || req.CancelToken == "" {
 		return &pb.CancelResponse{}, nil
 	}
-	if target.t != nil && !target.b.pipe.cancel(target.t) {
-		return &pb.CancelResponse{Canceled: true}, nil
+	b := target.b
+	if target.t != nil {
+		if !b.pipe.cancel(target.t) {
+			return &pb.CancelResponse{Canceled: true}, nil
+		}
+		defer b.pipe.cancelDone()
+	} else {
+		// Only while the session's batch still runs there: once it has
+		// ended, the connection may serve someone else.
+		b.cancelMu.Lock()
+		defer b.cancelMu.Unlock()
+		if b.cancelFor != req.CancelToken {
+			return &pb.CancelResponse{}, nil
+		}
+		b.pipe.cancelBegin()
+		defer b.pipe.cancelDone()
 	}
-	if err := s.signalCancel(ctx, target.b); err != nil {
+	if err := s.signalCancel(ctx, b); err != nil {
 		return nil, statusError(err)
 	}
 	return &pb.CancelResponse{Canceled: true}, nil

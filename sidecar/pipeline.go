@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,13 +14,13 @@ import (
 
 // Pipelined connections. An autocommit batch (one statement in its own
 // implicit transaction that leaves no session state: the router vouches
-// for it with Batch.autocommit) need not have a connection to itself. Up
-// to PoolConfig.PipelineConns connections of a pool are shared: a session
-// writes its batch on one at once, behind the batches other sessions
-// wrote there, and reads its own answer when the answers before it have
-// been read. Postgres answers a connection's batches in order, and each
-// batch's Sync (or Query) ends its implicit transaction, so an error in
-// one skips nothing of the next.
+// for it with Batch.autocommit, and sends only plain reads) need not have
+// a connection to itself. Up to PoolConfig.PipelineConns connections of a
+// pool are shared: a session writes its batch on one at once, behind the
+// batches other sessions wrote there, and reads its own answer when the
+// answers before it have been read. Postgres answers a connection's
+// batches in order, and each batch's Sync (or Query) ends its implicit
+// transaction, so an error in one skips nothing of the next.
 //
 // Postgres then finds several statements waiting each time it reads and
 // runs them without sleeping in between. On a machine with few cores the
@@ -29,25 +30,46 @@ import (
 //
 // The price is that a statement waits for those written before it on its
 // connection, as it would wait in a pool with no connection free. That
-// wait is bounded: a connection whose current statement has run longer
-// than PoolConfig.PipelineSlowStatement takes no more batches (they get a connection of
-// their own), nor does one with maxPipelineDepth in flight.
+// wait is bounded for new batches: a connection whose current statement
+// has run longer than PoolConfig.PipelineSlowStatement takes no more
+// (they get a connection of their own), nor does one with
+// maxPipelineDepth in flight. A slow router or client costs the others
+// nothing: an answer is read whole into memory, and the reader's role
+// passes on before it goes out. An answer larger than maxPipelinedAnswer
+// or a batch larger than maxPipelinedBatch does not belong here: the
+// first closes the connection and runs again on one of its own, the
+// second goes there at once. So bounded, the batches in flight on a
+// connection fit in its socket's buffer together, and a write never
+// waits for Postgres, which may itself be waiting for its answers to be
+// read.
+//
+// A broken connection (lost, or closed because a batch left it in a
+// state no other session may share) ends the batches queued on it
+// without an answer: they run again on connections of their own. They
+// are reads; what one may have done anyway (a nextval) is what any retry
+// does.
 //
 // Cancel: a CancelRequest reaches whatever statement the backend runs
 // when it arrives. One for a batch still queued is held until the batch
-// heads the queue. One that arrives as its statement ends may land on
-// the next session's; that statement rolls back (it is autocommit) and,
-// if none of its answer has gone out, runs again on a connection of its
-// own, unseen by its client.
+// heads the queue. One that lands on the next session's statement,
+// because the one it was for had just ended, makes that statement fail
+// with 57014; the sidecar runs it again on a connection of its own,
+// unseen by its client.
 //
 // Goroutines: the pool's mutex guards which connections are shared and
 // how many batches each has in flight; the connection's pipe mutex
-// orders writes, the queue of readers and cancels. Only the session at
-// the head of the queue reads; it hands the reader's role to the next by
-// its turn channel once its answer ends.
+// orders writes, the queue of readers and cancels, and guards the turn
+// fields of the batches in its queue. Only the session at the head of
+// the queue reads; it hands the reader's role to the next by its turn
+// channel once its answer is in.
 
-// maxPipelineDepth bounds the batches in flight on one shared connection.
-const maxPipelineDepth = 16
+// Bounds of pipelining: the batches in flight on one shared connection,
+// the size of one batch, the size of one answer held in memory.
+const (
+	maxPipelineDepth   = 16
+	maxPipelinedBatch  = 4 << 10
+	maxPipelinedAnswer = 256 << 10
+)
 
 // pipe orders the batches written on a shared connection.
 type pipe struct {
@@ -61,12 +83,16 @@ type pipe struct {
 	// with any others that came meanwhile.
 	writing    bool
 	out, spare []byte
-	// cancels counts the CancelRequests sent for this connection's
-	// backend: a batch that fails with 57014 while it has moved may
-	// have been canceled for another session.
-	cancels uint64
-	// broken: the connection failed; batches not yet written go elsewhere
-	// or fail, the ones queued read the failure.
+	// CancelRequests for this connection's backend: started when
+	// decided, finished once Postgres took them (its signal is then
+	// pending on the backend). A batch written after every started one
+	// had finished cannot be hit by one.
+	cancelsStarted, cancelsFinished uint64
+	// inCancel counts the started ones not finished: a connection goes
+	// back to the pool only once it is zero.
+	inCancel sync.WaitGroup
+	// broken: the connection failed or was closed; batches not yet
+	// written go elsewhere, the ones queued run again elsewhere.
 	broken bool
 	// headSince is when the batch at the head of the queue started to
 	// run, as far as the sidecar can tell (monotonic nanoseconds).
@@ -74,13 +100,15 @@ type pipe struct {
 }
 
 // turn is a session's place in a pipe's queue; a session has one and
-// reuses it. Its fields other than ready are guarded by the pipe's mutex.
+// reuses it. While it is queued, its fields other than ready are guarded
+// by that pipe's mutex.
 type turn struct {
 	ready chan struct{}
 	// asked: the session asked to cancel this batch; wanted: it asked
 	// while the batch was queued, so the cancel goes when it runs.
 	asked, wanted bool
-	cancels       uint64 // pipe.cancels when the batch was written
+	// finishedAtWrite is pipe.cancelsFinished when the batch was written.
+	finishedAtWrite uint64
 }
 
 func newTurn() *turn { return &turn{ready: make(chan struct{}, 1)} }
@@ -90,10 +118,36 @@ var processStart = time.Now()
 
 func nanotime() int64 { return int64(time.Since(processStart)) }
 
+// pipelinable reports whether frontend is one statement's batch that may
+// share a connection: a single Query, or extended-protocol messages
+// ending in their only Sync, within maxPipelinedBatch. The router's word
+// (Batch.autocommit) is taken for what the statement does, not for the
+// shape of the batch, on which the answers' alignment depends.
+func pipelinable(frontend []byte) bool {
+	if len(frontend) > maxPipelinedBatch {
+		return false
+	}
+	for len(frontend) >= 5 {
+		n := int(binary.BigEndian.Uint32(frontend[1:])) + 1
+		if n < 5 || n > len(frontend) {
+			return false
+		}
+		switch frontend[0] {
+		case 'Q', 'S':
+			return n == len(frontend)
+		case 'P', 'B', 'D', 'E', 'C':
+		default:
+			return false
+		}
+		frontend = frontend[n:]
+	}
+	return false
+}
+
 // share returns a connection to pipeline an autocommit batch on, or nil
 // when the batch should take one of its own: pipelining is off, or a
 // shared connection can be had only by probing or dialling, or every
-// shared one is full or running a slow statement.
+// shared one is full, running a slow statement or past its lifetime.
 func (p *pool) share() *backend {
 	if p.cfg.PipelineConns <= 0 {
 		return nil
@@ -103,25 +157,27 @@ func (p *pool) share() *backend {
 	if p.closed {
 		return nil
 	}
+	wall := time.Now()
+	now := int64(wall.Sub(processStart))
 	if len(p.shared) < min(p.cfg.PipelineConns, p.cfg.Capacity) {
 		// An idle connection used moments ago becomes shared; any other
-		// needs the checks of get (a probe, a dial), so the batch goes
-		// the ordinary way and its connection is shared next time.
-		n := len(p.idle)
-		if n == 0 || !p.idle[n-1].recentlyIdle() {
-			return nil
+		// needs the checks of get (a probe, a dial), so without one the
+		// batch joins a shared connection or goes the ordinary way, and
+		// its connection is shared next time.
+		if n := len(p.idle); n > 0 && p.idle[n-1].recentlyIdle() {
+			b := p.idle[n-1]
+			p.idle = p.idle[:n-1]
+			b.inflight = 1
+			b.pipe.headSince.Store(now)
+			p.shared = append(p.shared, b)
+			return b
 		}
-		b := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		b.inflight = 1
-		b.pipe.headSince.Store(nanotime())
-		p.shared = append(p.shared, b)
-		return b
 	}
 	var best *backend
-	now := nanotime()
 	for _, b := range p.shared {
-		if b.inflight >= maxPipelineDepth || now-b.pipe.headSince.Load() > int64(p.cfg.PipelineSlowStatement) {
+		// One past its lifetime drains and goes back to the pool, which
+		// closes it.
+		if b.inflight >= maxPipelineDepth || now-b.pipe.headSince.Load() > int64(p.cfg.PipelineSlowStatement) || !wall.Before(b.expires) {
 			continue
 		}
 		if best == nil || b.inflight < best.inflight {
@@ -150,6 +206,9 @@ func (p *pool) unshare(b *backend) {
 	}
 	p.mu.Unlock()
 	if last {
+		// No cancel meant for a batch of the sharing may land on the
+		// connection's next user.
+		b.pipe.inCancel.Wait()
 		p.put(b)
 	}
 }
@@ -158,6 +217,9 @@ func (p *pool) unshare(b *backend) {
 // suits it; ok is false when the batch must take a connection of its
 // own (and nothing of it has gone to the router).
 func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
+	if !pipelinable(req.Frontend) {
+		return false, nil
+	}
 	b := sess.pool.share()
 	if b == nil {
 		return false, nil
@@ -179,27 +241,35 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 		}
 	}
 	if len(injected) > 0 {
-		// Recorded as prepared at once, so that batches written after
-		// this one do not prepare it again. Should the Parse fail, the
-		// batches behind it that use it read "prepared statement does not
-		// exist", and readShared forgets it for the ones after those.
 		var prefix []byte
 		for _, ps := range req.Prepared {
 			if _, have := b.prepared[ps.Name]; !have {
 				prefix = appendParse(prefix, ps.Name, ps.Query, ps.ParamOids)
-				b.prepared[ps.Name] = struct{}{}
 			}
+		}
+		if len(prefix)+len(frontend) > maxPipelinedBatch {
+			pp.mu.Unlock()
+			sess.pool.unshare(b)
+			return false, nil
+		}
+		// Recorded as prepared at once, so that batches written after
+		// this one do not prepare it again. Should the Parse fail, the
+		// batches behind it that use it read "prepared statement does not
+		// exist", and readShared forgets it for the ones after those.
+		for _, name := range injected {
+			b.prepared[name] = struct{}{}
 		}
 		frontend = append(prefix, frontend...)
 	}
 	t := sess.turn
-	t.asked, t.wanted, t.cancels = false, false, pp.cancels
+	t.asked, t.wanted, t.finishedAtWrite = false, false, pp.cancelsFinished
 	first := pp.count == 0
 	if first {
 		pp.headSince.Store(nanotime())
 	}
 	pp.queue[(pp.head+pp.count)%maxPipelineDepth] = t
 	pp.count++
+	sess.srv.cancels.start(sess.token, b, t)
 	if pp.writing {
 		pp.out = append(pp.out, frontend...)
 		pp.mu.Unlock()
@@ -208,7 +278,6 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 		pp.mu.Unlock()
 		pp.write(b, frontend)
 	}
-	sess.srv.cancels.start(sess.token, b, t)
 	if !first {
 		<-t.ready
 	}
@@ -217,13 +286,15 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 		// Asked while queued: the batch runs now (the one before it has
 		// answered whole), so the cancel reaches it or one after it.
 		t.wanted, t.asked = false, true
-		pp.cancels++
-		go sess.srv.signalCancel(context.Background(), b)
+		pp.cancelBeginLocked()
+		go func() {
+			sess.srv.signalCancel(context.Background(), b)
+			pp.cancelDone()
+		}()
 	}
 	pp.mu.Unlock()
 
-	retry, err := sess.readShared(b, injected)
-	sess.srv.cancels.stop(sess.token)
+	answer, retry := sess.readShared(b, injected)
 
 	pp.mu.Lock()
 	pp.queue[pp.head] = nil
@@ -234,35 +305,71 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 		pp.queue[pp.head].ready <- struct{}{}
 	}
 	pp.mu.Unlock()
+	sess.srv.cancels.stop(sess.token)
 	sess.pool.unshare(b)
-	return !retry, err
+	if retry {
+		return false, nil
+	}
+	// The answer goes out after the turn has passed: a slow router
+	// delays no one else.
+	for len(answer) > chunkSize {
+		if err := sess.sendShared(answer[:chunkSize], false); err != nil {
+			return true, err
+		}
+		answer = answer[chunkSize:]
+	}
+	return true, sess.sendShared(answer, true)
 }
 
 // cancel is a session's CancelRequest for its batch queued as t: it
-// reports whether to signal the backend now (t runs) or records it for
-// when t runs.
+// reports whether to signal the backend now (t runs; the caller then
+// calls cancelDone) or records it for when t runs.
 func (pp *pipe) cancel(t *turn) bool {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	if pp.count == 0 || t.asked || t.wanted {
+	// t's fields are this pipe's to touch only while t is in its queue.
+	at := -1
+	for i := 0; i < pp.count; i++ {
+		if pp.queue[(pp.head+i)%maxPipelineDepth] == t {
+			at = i
+			break
+		}
+	}
+	if at < 0 || t.asked || t.wanted {
 		return false
 	}
-	if pp.queue[pp.head] != t {
-		for i := 1; i < pp.count; i++ {
-			if pp.queue[(pp.head+i)%maxPipelineDepth] == t {
-				t.wanted = true
-			}
-		}
+	if at > 0 {
+		t.wanted = true
 		return false
 	}
 	t.asked = true
-	pp.cancels++
+	pp.cancelBeginLocked()
 	return true
+}
+
+// cancelBegin records a CancelRequest about to go to the connection's
+// backend, for whichever session; cancelDone, that Postgres took it.
+func (pp *pipe) cancelBegin() {
+	pp.mu.Lock()
+	pp.cancelBeginLocked()
+	pp.mu.Unlock()
+}
+
+func (pp *pipe) cancelBeginLocked() {
+	pp.cancelsStarted++
+	pp.inCancel.Add(1)
+}
+
+func (pp *pipe) cancelDone() {
+	pp.mu.Lock()
+	pp.cancelsFinished++
+	pp.mu.Unlock()
+	pp.inCancel.Done()
 }
 
 // write sends a batch, then whatever other sessions queued in out while
 // it was being sent, until out stays empty. A failure breaks the pipe:
-// every batch queued reads the failure, none of them counts as run.
+// the batches queued read it broken and run again elsewhere.
 func (pp *pipe) write(b *backend, frontend []byte) {
 	var sent []byte // pp's buffer just written, to give back
 	for {
@@ -290,37 +397,35 @@ func (pp *pipe) write(b *backend, frontend []byte) {
 }
 
 // readShared reads the session's answer from a shared connection, whose
-// queue it heads, and passes it on. Whatever happens to the router, the
-// answer is read to its end: the next session's follows it. retry: the
-// statement was canceled for another session before any of its answer
-// went out, so it should run again on a connection of its own.
-func (sess *session) readShared(b *backend, injected []string) (retry bool, err error) {
+// queue it heads, into the session's buffer, whole. retry: there is no
+// answer to pass on, and the batch should run again on a connection of
+// its own: the connection broke (before or under this batch), the answer
+// outgrew maxPipelinedAnswer, or the statement was canceled for another
+// session.
+func (sess *session) readShared(b *backend, injected []string) (answer []byte, retry bool) {
 	pp := &b.pipe
-	chunk := sess.buf[:0]
-	defer func() { sess.buf = chunk[:0] }()
 	pp.mu.Lock()
 	broken := pp.broken
 	pp.mu.Unlock()
 	if broken {
-		// The batch may have run inside a transaction the connection's
-		// end rolled back: whatever answer is buffered does not count.
-		chunk = appendErrorResponse(chunk, "ERROR", "08006", "lost the connection to postgres")
-		return false, sess.sendShared(pgwire.AppendReadyForQuery(chunk, 'I'), true)
+		return nil, true
 	}
-	stripped, emitted, canceled := 0, false, false
-	var sendErr error
+	chunk := sess.buf[:0]
+	defer func() {
+		if cap(chunk) > 2*maxPipelinedAnswer {
+			chunk = make([]byte, 0, chunkSize+8<<10) // after an outsized message
+		}
+		sess.buf = chunk[:0]
+	}()
+	stripped, canceled := 0, false
 	for {
 		start := len(chunk)
 		var typ byte
-		var rerr error
-		chunk, typ, rerr = readMessage(b.r, chunk)
-		if rerr != nil {
+		var err error
+		chunk, typ, err = readMessage(b.r, chunk)
+		if err != nil {
 			sess.breakShared(b)
-			chunk = appendErrorResponse(chunk[:start], "ERROR", "08006", "lost the connection to postgres: "+rerr.Error())
-			if sendErr == nil {
-				sendErr = sess.sendShared(pgwire.AppendReadyForQuery(chunk, 'I'), true)
-			}
-			return false, sendErr
+			return nil, true
 		}
 		switch typ {
 		case msgErrorResponse:
@@ -334,43 +439,36 @@ func (sess *session) readShared(b *backend, injected []string) (retry bool, err 
 		case msgCopyInResponse, msgCopyBoth:
 			// Not an autocommit statement after all: the connection is
 			// in a state no other session may share.
-			return false, sess.abandonShared(b, chunk[:start], "a COPY")
+			return sess.abandonShared(b, chunk[:start], "a COPY"), false
 		case msgReadyForQuery:
-			if tx := chunk[len(chunk)-1]; tx != 'I' {
-				return false, sess.abandonShared(b, chunk[:start], "an open transaction")
+			if chunk[len(chunk)-1] != 'I' {
+				return sess.abandonShared(b, chunk[:start], "an open transaction"), false
 			}
+			pp.mu.Lock()
 			if stripped < len(injected) {
 				// A Parse failed: it and those after it prepared nothing.
-				pp.mu.Lock()
 				for _, name := range injected[stripped:] {
 					delete(b.prepared, name)
 				}
-				pp.mu.Unlock()
 			}
-			if canceled && !emitted && pp.canceledForAnother(sess.turn) {
-				return true, nil
+			// A cancel started by now and not finished when the batch was
+			// written may have been someone else's.
+			t := sess.turn
+			foreign := canceled && !t.asked && pp.cancelsStarted != t.finishedAtWrite
+			pp.mu.Unlock()
+			if foreign {
+				return nil, true
 			}
-			if sendErr == nil {
-				sendErr = sess.sendShared(chunk, true)
-			}
-			return false, sendErr
+			return chunk, false
 		}
-		if len(chunk) >= chunkSize {
-			if sendErr == nil {
-				sendErr = sess.sendShared(chunk, false)
-			}
-			emitted = true
-			chunk = chunk[:0]
+		if len(chunk) > maxPipelinedAnswer {
+			// Too much to hold: the statement runs again on a connection
+			// of its own, where its answer streams. Closing this one ends
+			// it; the batches behind it never started.
+			sess.breakShared(b)
+			return nil, true
 		}
 	}
-}
-
-// canceledForAnother reports whether a cancel went to the backend while
-// t's batch was in flight without t's session asking for one.
-func (pp *pipe) canceledForAnother(t *turn) bool {
-	pp.mu.Lock()
-	defer pp.mu.Unlock()
-	return !t.asked && pp.cancels != t.cancels
 }
 
 // sendShared passes an answer chunk on to the router.
@@ -383,23 +481,24 @@ func (sess *session) sendShared(chunk []byte, done bool) error {
 	return sess.stream.Send(r)
 }
 
-// breakShared marks a shared connection failed and closes it.
+// breakShared marks a shared connection broken and closes it: the
+// batches queued on it run again elsewhere.
 func (sess *session) breakShared(b *backend) {
 	b.pipe.mu.Lock()
-	b.pipe.broken = true
+	b.pipe.broken, b.broken = true, true
 	b.pipe.mu.Unlock()
-	b.close()
+	b.closeConn()
 }
 
 // abandonShared closes a shared connection that a batch left in a state
-// no other session may share; the batch's answer ends with an error (the
-// closed connection rolled its transaction back) and so do the answers
-// queued behind it.
-func (sess *session) abandonShared(b *backend, chunk []byte, state string) error {
+// no other session may share and returns the batch's answer, ending with
+// an error: closing the connection rolled its transaction back, and the
+// batches queued behind it, which ran inside that transaction, run again.
+func (sess *session) abandonShared(b *backend, chunk []byte, state string) []byte {
 	sess.breakShared(b)
 	chunk = appendErrorResponse(chunk, "ERROR", pgerr.FeatureNotSupported,
 		"the statement was sent as autocommit but left "+state+" on a shared connection; it was rolled back")
-	return sess.sendShared(pgwire.AppendReadyForQuery(chunk, 'I'), true)
+	return pgwire.AppendReadyForQuery(chunk, 'I')
 }
 
 // sameSettingsAs reports whether b carries exactly the settings listed.

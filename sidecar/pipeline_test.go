@@ -3,6 +3,7 @@ package sidecar_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,27 +145,144 @@ func TestPipelinedCancel(t *testing.T) {
 		t.Fatalf("the canceled queued statement: %v after %s", gotB, time.Since(start))
 	}
 
-	// a's answer is held by its receiver while b's statement runs; a's
-	// cancel, too late for a, reaches b's, which runs again.
-	release := make(chan struct{})
-	held := make(chan struct{})
+	// a's cancel, asked while a waits behind x, goes when a heads the
+	// queue; by then Postgres has run a (SELECT 1 takes microseconds)
+	// and runs b's statement, which the cancel hits: b runs again.
+	x := make(chan answer, 1)
+	go func() { x <- autocommit(t, b, "SELECT pg_sleep(0.3), 'x'") }()
+	time.Sleep(50 * time.Millisecond)
+	aDone := make(chan answer, 1)
+	go func() { aDone <- autocommit(t, a, "SELECT 'a'") }()
+	time.Sleep(50 * time.Millisecond)
+	c.Cancel(context.Background(), &pb.CancelRequest{CancelToken: "cancel-a"})
+	bb := openInProcess(t, srv, "pipelined-c", "cancel-bb")
+	gotBB := autocommit(t, bb, "SELECT pg_sleep(0.5), 'bb'")
+	if got := <-x; len(got.errors) != 0 || got.rows[0][1] != "x" {
+		t.Fatalf("the statement ahead: %v", got)
+	}
+	if got := <-aDone; len(got.errors) != 0 || got.rows[0][0] != "a" {
+		t.Fatalf("the statement whose cancel came too late: %v", got)
+	}
+	if len(gotBB.errors) != 0 || len(gotBB.rows) != 1 || gotBB.rows[0][1] != "bb" {
+		t.Fatalf("a statement canceled for another session: %v", gotBB)
+	}
+}
+
+// TestPipelinedCancelStormHitsNoBystander: sessions canceled again and
+// again share connections with sessions never canceled, which never see
+// 57014.
+func TestPipelinedCancelStormHitsNoBystander(t *testing.T) {
+	t.Parallel()
+	cfg := sidecar.DefaultPoolConfig
+	cfg.PipelineConns = 2
+	cfg.PipelineSlowStatement = time.Minute
+	srv := startSidecarAs(t, shared, "pipelined-storm", cfg)
+	c := dial(t, srv)
+	deadline := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	var bystanderRuns int
+	var mu sync.Mutex
+	for i := 0; i < 6; i++ {
+		token := fmt.Sprintf("storm-%d", i)
+		s := openInProcess(t, srv, "pipelined-storm", token)
+		target := i < 3
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if target {
+				stop := make(chan struct{})
+				defer close(stop)
+				go func() {
+					for {
+						select {
+						case <-stop:
+							return
+						case <-time.After(3 * time.Millisecond):
+							c.Cancel(context.Background(), &pb.CancelRequest{CancelToken: token})
+						}
+					}
+				}()
+			}
+			for time.Now().Before(deadline) {
+				a := autocommit(t, s, "SELECT pg_sleep(0.002), 'ok'")
+				if target {
+					continue // canceled or not
+				}
+				if len(a.errors) != 0 || len(a.rows) != 1 || a.rows[0][1] != "ok" {
+					t.Errorf("a session never canceled got %v", a)
+					return
+				}
+				mu.Lock()
+				bystanderRuns++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if bystanderRuns < 100 {
+		t.Errorf("only %d statements of sessions never canceled ran", bystanderRuns)
+	}
+}
+
+// TestPipelinedSlowReceiverDelaysNoOne: a session whose router does not
+// take its answer holds up no one queued behind it.
+func TestPipelinedSlowReceiverDelaysNoOne(t *testing.T) {
+	t.Parallel()
+	srv := startSidecarAs(t, shared, "pipelined-slow", pipelinePool())
+	a := openInProcess(t, srv, "pipelined-slow", "")
+	b := openInProcess(t, srv, "pipelined-slow", "")
+	autocommit(t, a, "SELECT 1") // shares the connection from here on
+	release, held := make(chan struct{}), make(chan struct{})
+	aDone := make(chan error, 1)
 	go func() {
-		_, err := a.Run(&pb.Batch{Mode: pb.Mode_STATEMENT, Autocommit: true, Frontend: encode(t, &pgproto3.Query{String: "SELECT 'a'"})},
+		_, err := a.Run(&pb.Batch{Mode: pb.Mode_STATEMENT, Autocommit: true, Frontend: encode(t, &pgproto3.Query{String: "SELECT pg_sleep(0.1), 'a'"})},
 			func([]byte) error { close(held); <-release; return nil })
-		if err != nil {
-			t.Errorf("a: %v", err)
+		aDone <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // b queues behind a's statement
+	start := time.Now()
+	got := autocommit(t, b, "SELECT 'b'")
+	waited := time.Since(start)
+	<-held
+	close(release)
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	if got.one(t) != "b" || waited > 5*time.Second {
+		t.Fatalf("behind a receiver that takes nothing: %v after %s", got, waited)
+	}
+}
+
+// TestPipelinedLargeAnswersAndBatches: an answer too large to hold runs
+// again on a connection of its own and arrives whole, as does a batch
+// too large to pipeline, while others keep sharing.
+func TestPipelinedLargeAnswersAndBatches(t *testing.T) {
+	t.Parallel()
+	srv := startSidecarAs(t, shared, "pipelined-large", pipelinePool())
+	s := openInProcess(t, srv, "pipelined-large", "")
+	other := openInProcess(t, srv, "pipelined-large", "")
+	autocommit(t, s, "SELECT 1")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 50; i++ {
+			if got := autocommit(t, other, fmt.Sprintf("SELECT %d", i)).one(t); got != fmt.Sprint(i) {
+				t.Errorf("beside large answers: %s, want %d", got, i)
+				return
+			}
 		}
 	}()
-	<-held
-	go func() {
-		time.Sleep(200 * time.Millisecond) // b's statement is running by now
-		c.Cancel(context.Background(), &pb.CancelRequest{CancelToken: "cancel-a"})
-		time.Sleep(100 * time.Millisecond)
-		close(release)
-	}()
-	if got := autocommit(t, b, "SELECT pg_sleep(0.5), 'b'"); len(got.errors) != 0 || len(got.rows) != 1 || got.rows[0][1] != "b" {
-		t.Fatalf("a statement canceled for another session: %v", got)
+	for i := 0; i < 3; i++ {
+		a := autocommit(t, s, "SELECT g, repeat('x', 1000) FROM generate_series(1, 1000) g")
+		if len(a.errors) != 0 || len(a.rows) != 1000 || a.rows[999][0] != "1000" || len(a.rows[999][1]) != 1000 {
+			t.Fatalf("a large answer: %d rows, errors %v", len(a.rows), a.errors)
+		}
+		long := strings.Repeat("y", 8000)
+		if got := autocommit(t, s, "SELECT length('"+long+"')").one(t); got != "8000" {
+			t.Fatalf("a large batch: %s", got)
+		}
 	}
+	<-done
 }
 
 // TestPipelinedFailedParseIsForgotten: a statement prepared in front of a

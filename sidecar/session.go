@@ -262,6 +262,16 @@ func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
 	var copyIn bool
 	sess.srv.cancels.start(sess.token, b, nil)
 	defer sess.srv.cancels.stop(sess.token)
+	if sess.token != "" {
+		b.cancelMu.Lock()
+		b.cancelFor = sess.token
+		b.cancelMu.Unlock()
+		defer func() {
+			b.cancelMu.Lock()
+			b.cancelFor = ""
+			b.cancelMu.Unlock()
+		}()
+	}
 	buf, stripped, err := b.exchange(frontend, len(injected), sess.buf, resendable, func(chunk []byte, done bool, tx byte, ci bool) error {
 		copyIn = ci
 		// One response, reused: Send encodes it before returning.
