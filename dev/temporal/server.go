@@ -102,7 +102,7 @@ type Server struct {
 // namespace in cfg.Namespaces and the UI answers HTTP; ctx bounds that wait
 // (DefaultStartTimeout if it has no deadline) but not the server's life,
 // which lasts until Stop.
-func Start(ctx context.Context, cfg Config) (srv *Server, err error) {
+func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
@@ -111,6 +111,22 @@ func Start(ctx context.Context, cfg Config) (srv *Server, err error) {
 		ctx, cancel = context.WithTimeout(ctx, DefaultStartTimeout)
 		defer cancel()
 	}
+	// A port picked free may be taken before the server binds it (by an
+	// outgoing connection's ephemeral port, say): the start is tried
+	// again with new ports.
+	for attempt := 1; ; attempt++ {
+		srv, err := start(ctx, cfg)
+		if err == nil || attempt == 3 || !errors.Is(err, errPortTaken) {
+			return srv, err
+		}
+	}
+}
+
+// errPortTaken marks a start that failed because a port it had picked
+// was taken meanwhile.
+var errPortTaken = errors.New("a picked port was taken before the server bound it")
+
+func start(ctx context.Context, cfg Config) (srv *Server, err error) {
 
 	s := &Server{}
 	// Until Start succeeds, undo whatever has been done.
@@ -204,6 +220,9 @@ func Start(ctx context.Context, cfg Config) (srv *Server, err error) {
 		}
 		return s.server.Start()
 	}); err != nil {
+		if strings.Contains(err.Error(), "address already in use") {
+			return nil, fmt.Errorf("starting temporal server: %w (%w)", err, errPortTaken)
+		}
 		return nil, fmt.Errorf("starting temporal server: %w", err)
 	}
 
