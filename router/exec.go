@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -127,7 +126,8 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 		}
 		batch := &c.sidecarBatch
 		batch.Mode, batch.Frontend, batch.Prepared = mode, frontend, prepared
-		batch.Autocommit = r.autocommit && mode == pb.Mode_STATEMENT && !c.tx.active && oneStatement(frontend)
+		// The sidecar checks the batch's shape itself (pipelinable).
+		batch.Autocommit = r.autocommit && mode == pb.Mode_STATEMENT && !c.tx.active
 		res, err := c.run(b, batch, c.fwdEmit)
 		if err != nil {
 			if f.err != nil {
@@ -159,23 +159,6 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 		c.adoptStatus(b.shard, res.TxStatus)
 		return f.failed || res.TxStatus == pb.TxStatus_FAILED, nil
 	}
-}
-
-// oneStatement reports whether frontend runs exactly one statement: one
-// Execute or one Query message.
-func oneStatement(frontend []byte) bool {
-	n := 0
-	for len(frontend) >= 5 {
-		if t := frontend[0]; t == 'E' || t == 'Q' {
-			n++
-		}
-		l := int(binary.BigEndian.Uint32(frontend[1:]))
-		if l < 4 || l+1 > len(frontend) {
-			return false
-		}
-		frontend = frontend[l+1:]
-	}
-	return n == 1
 }
 
 // primaryRefused reports whether an answer's first error says the

@@ -474,6 +474,17 @@ func (c *clientConn) closeMsg(msg []byte) error {
 	return nil
 }
 
+// unlessReads returns r, not to be pipelined if a Bind of the batch binds
+// something other than a plain read (the batch's target is its first).
+func (b *extBatch) unlessReads(r *routed) *routed {
+	if !r.autocommit || !b.notReads {
+		return r
+	}
+	rr := *r
+	rr.autocommit = false
+	return &rr
+}
+
 // sync ends the batch: it runs, and ReadyForQuery follows.
 func (c *clientConn) sync() error {
 	if !c.batch.skip && (c.batch.backend || len(c.batch.segments) > 0) {
@@ -517,22 +528,14 @@ func (c *clientConn) runBatch(final bool) error {
 			c.tx.failed = true
 		}
 	}
-	if r.autocommit && c.batch.notReads {
-		rr := *r
-		rr.autocommit = false
-		r = &rr
-	}
+	r = c.batch.unlessReads(r)
 	for _, seg := range c.batch.segments {
 		sr := seg.r
 		if sr == nil {
 			ar := c.authoritativeRoute()
 			sr = &ar
 		}
-		if sr.autocommit && c.batch.notReads {
-			rr := *sr
-			rr.autocommit = false
-			sr = &rr
-		}
+		sr = c.batch.unlessReads(sr)
 		failed, err := c.execute(context.Background(), sr, append(seg.frontend, 'S', 0, 0, 0, 4), seg.prepared, len(c.batch.sets) > 0)
 		if err != nil {
 			return err

@@ -9,19 +9,37 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// freeCustomers makes sure the store's customers table exists without
+// rows from id lo to hi, now and when the test ends (TestShardedStore
+// counts every row).
+func freeCustomers(t *testing.T, lo, hi int64) {
+	t.Helper()
+	ctx := context.Background()
+	conn := connect(t, "store")
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	free := func() error {
+		_, err := conn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN $1 AND $2", lo, hi)
+		return err
+	}
+	if err := free(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := free(); err != nil {
+			t.Errorf("removing customers %d to %d: %v", lo, hi, err)
+		}
+	})
+}
+
 // TestConcurrentClientsKeepTheirOwnAnswers: clients running at once,
 // whose autocommit statements the sidecars pipeline on shared
 // connections, each see only their own rows, errors, settings and
 // transactions, in both protocols.
 func TestConcurrentClientsKeepTheirOwnAnswers(t *testing.T) {
 	ctx := context.Background()
-	setupConn := connect(t, "store")
-	if _, err := setupConn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	cleanup := func() { setupConn.Exec(ctx, "DELETE FROM customers WHERE customer_id BETWEEN 9000 AND 9999") }
-	cleanup()
-	defer cleanup()
+	freeCustomers(t, 9000, 9999)
 	const clients, rounds = 8, 25
 	var wg sync.WaitGroup
 	for i := 0; i < clients; i++ {
@@ -97,13 +115,8 @@ func TestConcurrentClientsKeepTheirOwnAnswers(t *testing.T) {
 // pipelined.
 func TestBeginIsNotPipelined(t *testing.T) {
 	ctx := context.Background()
+	freeCustomers(t, 8999, 8999)
 	conn := connect(t, "store")
-	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	cleanup := func() { conn.Exec(ctx, "DELETE FROM customers WHERE customer_id = 8999") }
-	cleanup()
-	defer cleanup()
 	for i := 0; i < 3; i++ {
 		// The first takes a connection of its own; the next ones find it
 		// just returned and share it.

@@ -12,10 +12,9 @@ import (
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
-// Pipelined connections. An autocommit batch (one statement in its own
-// implicit transaction that leaves no session state: the router vouches
-// for it with Batch.autocommit, and sends only plain reads) need not have
-// a connection to itself. Up to PoolConfig.PipelineConns connections of a
+// Pipelined connections. An autocommit batch (plain reads in their own
+// implicit transaction that leave no session state: the router vouches
+// for it with Batch.autocommit) need not have a connection to itself. Up to PoolConfig.PipelineConns connections of a
 // pool are shared: a session writes its batch on one at once, behind the
 // batches other sessions wrote there, and reads its own answer when the
 // answers before it have been read. Postgres answers a connection's
@@ -118,11 +117,12 @@ var processStart = time.Now()
 
 func nanotime() int64 { return int64(time.Since(processStart)) }
 
-// pipelinable reports whether frontend is one statement's batch that may
-// share a connection: a single Query, or extended-protocol messages
-// ending in their only Sync, within maxPipelinedBatch. The router's word
-// (Batch.autocommit) is taken for what the statement does, not for the
-// shape of the batch, on which the answers' alignment depends.
+// pipelinable reports whether frontend is a batch that may share a
+// connection, answered by one ReadyForQuery: a single Query, or
+// extended-protocol messages ending in their only Sync, within
+// maxPipelinedBatch. The router's word (Batch.autocommit) is taken for
+// what the statements do, not for the shape of the batch, on which the
+// answers' alignment depends.
 func pipelinable(frontend []byte) bool {
 	if len(frontend) > maxPipelinedBatch {
 		return false
@@ -237,20 +237,17 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 		sess.pool.unshare(b)
 		return false, nil
 	}
+	// Statements the connection lacks are prepared in front of the batch.
 	frontend := req.Frontend
-	var injected []string // prepared in front of this batch, in order
+	var injected []string
+	var prefix []byte
 	for _, ps := range req.Prepared {
 		if _, have := b.prepared[ps.Name]; !have {
 			injected = append(injected, ps.Name)
+			prefix = appendParse(prefix, ps.Name, ps.Query, ps.ParamOids)
 		}
 	}
 	if len(injected) > 0 {
-		var prefix []byte
-		for _, ps := range req.Prepared {
-			if _, have := b.prepared[ps.Name]; !have {
-				prefix = appendParse(prefix, ps.Name, ps.Query, ps.ParamOids)
-			}
-		}
 		if len(prefix)+len(frontend) > maxPipelinedBatch {
 			pp.mu.Unlock()
 			sess.pool.unshare(b)

@@ -30,6 +30,21 @@ func pipelinePool() sidecar.PoolConfig {
 	return cfg
 }
 
+// sharing starts a sidecar named id with pipelinePool and opens an
+// in-process session on it per cancel token ("" for none); the first
+// session's first autocommit batch leaves the connection it ran on
+// idle, to be shared by the next one.
+func sharing(t *testing.T, id string, tokens ...string) (*sidecar.Server, []*sidecar.ClientSession) {
+	t.Helper()
+	srv := startSidecarAs(t, shared, id, pipelinePool())
+	var ss []*sidecar.ClientSession
+	for _, token := range tokens {
+		ss = append(ss, openInProcess(t, srv, id, token))
+	}
+	autocommit(t, ss[0], "SELECT 1")
+	return srv, ss
+}
+
 // TestPipelinedSessionsShareAConnection: sessions running autocommit
 // statements at once share the pipelined connection, and each gets its
 // own answers, its own errors and nothing of another's, on the gRPC
@@ -100,10 +115,9 @@ func TestPipelinedSessionsShareAConnection(t *testing.T) {
 // rolled back and fails, and the session goes on.
 func TestPipelinedStatementThatOpensATransaction(t *testing.T) {
 	t.Parallel()
-	srv := startSidecarAs(t, shared, "pipelined-b", pipelinePool())
-	s := openInProcess(t, srv, "pipelined-b", "")
+	_, ss := sharing(t, "pipelined-b", "")
+	s := ss[0]
 	query(t, s, pb.Mode_STATEMENT, "CREATE TABLE IF NOT EXISTS pipelined_tx (v int)")
-	autocommit(t, s, "SELECT 1") // the pipelined connection is shared from here on
 	a := autocommit(t, s, "BEGIN; INSERT INTO pipelined_tx VALUES (1)")
 	if len(a.errors) != 1 || a.errors[0] != "0A000" || a.result.TxStatus != pb.TxStatus_IDLE {
 		t.Fatalf("a transaction left open on a shared connection: %v", a)
@@ -120,11 +134,9 @@ func TestPipelinedStatementThatOpensATransaction(t *testing.T) {
 // statement runs again.
 func TestPipelinedCancel(t *testing.T) {
 	t.Parallel()
-	srv := startSidecarAs(t, shared, "pipelined-c", pipelinePool())
+	srv, ss := sharing(t, "pipelined-c", "cancel-a", "cancel-b")
 	c := dial(t, srv)
-	a := openInProcess(t, srv, "pipelined-c", "cancel-a")
-	b := openInProcess(t, srv, "pipelined-c", "cancel-b")
-	autocommit(t, a, "SELECT 1") // shares the connection from here on
+	a, b := ss[0], ss[1]
 
 	// b's long statement queues behind a's short one and is canceled
 	// while it waits; a's finishes untouched.
@@ -228,10 +240,8 @@ func TestPipelinedCancelStormHitsNoBystander(t *testing.T) {
 // take its answer holds up no one queued behind it.
 func TestPipelinedSlowReceiverDelaysNoOne(t *testing.T) {
 	t.Parallel()
-	srv := startSidecarAs(t, shared, "pipelined-slow", pipelinePool())
-	a := openInProcess(t, srv, "pipelined-slow", "")
-	b := openInProcess(t, srv, "pipelined-slow", "")
-	autocommit(t, a, "SELECT 1") // shares the connection from here on
+	_, ss := sharing(t, "pipelined-slow", "", "")
+	a, b := ss[0], ss[1]
 	release, held := make(chan struct{}), make(chan struct{})
 	aDone := make(chan error, 1)
 	go func() {
@@ -258,10 +268,8 @@ func TestPipelinedSlowReceiverDelaysNoOne(t *testing.T) {
 // too large to pipeline, while others keep sharing.
 func TestPipelinedLargeAnswersAndBatches(t *testing.T) {
 	t.Parallel()
-	srv := startSidecarAs(t, shared, "pipelined-large", pipelinePool())
-	s := openInProcess(t, srv, "pipelined-large", "")
-	other := openInProcess(t, srv, "pipelined-large", "")
-	autocommit(t, s, "SELECT 1")
+	_, ss := sharing(t, "pipelined-large", "", "")
+	s, other := ss[0], ss[1]
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -290,10 +298,9 @@ func TestPipelinedLargeAnswersAndBatches(t *testing.T) {
 // connection: once it can be prepared, the next batch prepares it.
 func TestPipelinedFailedParseIsForgotten(t *testing.T) {
 	t.Parallel()
-	srv := startSidecarAs(t, shared, "pipelined-d", pipelinePool())
-	s := openInProcess(t, srv, "pipelined-d", "")
+	_, ss := sharing(t, "pipelined-d", "")
+	s := ss[0]
 	query(t, s, pb.Mode_STATEMENT, "DROP TABLE IF EXISTS pipelined_later")
-	autocommit(t, s, "SELECT 1") // the pipelined connection is shared from here on
 	stmt := &pb.PreparedStatement{Name: "pipelined_later_read", Query: "SELECT v FROM pipelined_later"}
 	lookup := &pb.Batch{Mode: pb.Mode_STATEMENT, Autocommit: true, Prepared: []*pb.PreparedStatement{stmt},
 		Frontend: encode(t, &pgproto3.Bind{PreparedStatement: stmt.Name}, &pgproto3.Execute{}, &pgproto3.Sync{})}

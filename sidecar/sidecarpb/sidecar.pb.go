@@ -303,11 +303,11 @@ type Batch struct {
 	// prepared_reset: forget the statements earlier batches sent before
 	// reading this one's, which bounds what a session remembers.
 	PreparedReset bool `protobuf:"varint,7,opt,name=prepared_reset,json=preparedReset,proto3" json:"prepared_reset,omitempty"`
-	// autocommit: the router vouches that the batch is one statement that
-	// runs in its own implicit transaction and leaves the connection's
-	// session state as it found it (a plain SELECT, INSERT, UPDATE or
-	// DELETE outside any transaction). The sidecar may then pipeline it on
-	// a connection that other sessions' such batches share (pipeline.go).
+	// autocommit: the router vouches that the batch's statements are plain
+	// reads outside any transaction: they run in the batch's own implicit
+	// transaction and leave the connection's session state as they found
+	// it. The sidecar may then pipeline the batch on a connection that
+	// other sessions' such batches share (pipeline.go).
 	Autocommit    bool `protobuf:"varint,8,opt,name=autocommit,proto3" json:"autocommit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
