@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // freeCustomers makes sure the store's customers table exists without
@@ -139,5 +140,43 @@ func TestBeginIsNotPipelined(t *testing.T) {
 	var n int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM customers WHERE customer_id = 8999").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("after the committed delete: %d rows, %v; want 0", n, err)
+	}
+}
+
+// TestBatchWithAWriteIsNotPipelined: an extended-protocol batch whose
+// first statement is a plain read but which goes on to write keeps a
+// backend of its own, as a whole. A pipelined batch may run twice (when
+// its answer is too large to hold, the sidecar runs it again on a
+// connection of its own), so were this one pipelined by its first
+// statement its UPDATE would apply twice.
+func TestBatchWithAWriteIsNotPipelined(t *testing.T) {
+	ctx := context.Background()
+	freeCustomers(t, 8998, 8998)
+	conn := connect(t, "store")
+	if _, err := conn.Exec(ctx, "INSERT INTO customers (customer_id, name) VALUES (8998, 'a')"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		// As in TestBeginIsNotPipelined: the reads leave a connection
+		// just returned, which the next batch would share.
+		if _, err := conn.Exec(ctx, "SELECT name FROM customers WHERE customer_id = 8998"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := [][]byte{[]byte("8998")}
+	batch := &pgconn.Batch{}
+	// An answer over the 256 KB a shared connection holds.
+	batch.ExecParams("SELECT repeat('x', 300000) FROM customers WHERE customer_id = $1", key, nil, nil, nil)
+	batch.ExecParams("UPDATE customers SET name = name || '+' WHERE customer_id = $1", key, nil, nil, nil)
+	results, err := conn.PgConn().ExecBatch(ctx, batch).ReadAll()
+	if err != nil {
+		t.Fatalf("a read and a write in one batch: %v", err)
+	}
+	if len(results) != 2 || len(results[0].Rows) != 1 || results[1].CommandTag.String() != "UPDATE 1" {
+		t.Fatalf("batch: %d results; want a row of the read and UPDATE 1", len(results))
+	}
+	var name string
+	if err := conn.QueryRow(ctx, "SELECT name FROM customers WHERE customer_id = 8998").Scan(&name); err != nil || name != "a+" {
+		t.Fatalf("after the batch: %q, %v; want the update applied once (a+)", name, err)
 	}
 }
