@@ -22,6 +22,7 @@ const (
 	CheckViolation               = "23514"
 	SerializationFailure         = "40001"
 	ObjectNotInPrerequisiteState = "55000"
+	QueryCanceled                = "57014"
 	InternalError                = "XX000"
 	DataCorrupted                = "XX001"
 	// ConfigFileError is what Postgres uses for a bad configuration file; a

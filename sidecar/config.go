@@ -99,8 +99,9 @@ func (c *Config) validate() error {
 	if p.Capacity < 1 || p.MinIdle < 0 || p.MinIdle > p.Capacity {
 		errs = append(errs, fmt.Errorf("pool: capacity %d and min idle %d are out of range", p.Capacity, p.MinIdle))
 	}
-	if p.PipelineConns < 0 || p.PipelineConns > 0 && p.PipelineSlowStatement <= 0 {
-		errs = append(errs, fmt.Errorf("pool: %d pipelined connections (slow statement %s) is out of range", p.PipelineConns, p.PipelineSlowStatement))
+	if p.PipelineConns < 0 || p.PipelineConns > 0 && (p.PipelineSlowStatement <= 0 || p.PipelineStuckStatement <= 0) {
+		errs = append(errs, fmt.Errorf("pool: %d pipelined connections (slow statement %s, stuck statement %s) is out of range",
+			p.PipelineConns, p.PipelineSlowStatement, p.PipelineStuckStatement))
 	}
 	if p.MaxLifetime <= 0 || p.MaxWait <= 0 || p.IdleTimeout <= 0 || p.IdleInTransactionTimeout < 0 {
 		errs = append(errs, errors.New("pool: lifetimes and timeouts must be positive"))

@@ -32,7 +32,11 @@ import (
 // wait is bounded for new batches: a connection whose current statement
 // has run longer than PoolConfig.PipelineSlowStatement takes no more
 // (they get a connection of their own), nor does one with
-// maxPipelineDepth in flight. A slow router or client costs the others
+// maxPipelineDepth in flight. For the batches already queued it is
+// bounded by PoolConfig.PipelineStuckStatement: past it the connection
+// is broken off and they run again elsewhere (unstickPipelines), since a
+// read blocked on a lock may be waiting, through the lock's holder, for
+// one of them. A slow router or client costs the others
 // nothing: an answer is read whole into memory, and the reader's role
 // passes on before it goes out. An answer larger than maxPipelinedAnswer
 // or a batch larger than maxPipelinedBatch does not belong here: the
@@ -298,6 +302,12 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 	answer, retry := sess.readShared(b, injected)
 
 	pp.mu.Lock()
+	if retry && t.asked {
+		// The session canceled this batch and the connection broke under
+		// it: it is answered as canceled rather than run again where the
+		// cancel would not follow.
+		answer, retry = canceledAnswer(sess.buf[:0]), false
+	}
 	pp.queue[pp.head] = nil
 	pp.head = (pp.head + 1) % maxPipelineDepth
 	pp.count--
@@ -320,6 +330,76 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 		answer = answer[chunkSize:]
 	}
 	return true, sess.sendShared(answer, true)
+}
+
+// canceledAnswer is the answer of a batch canceled before it could run.
+func canceledAnswer(dst []byte) []byte {
+	dst = appendErrorResponse(dst, "ERROR", pgerr.QueryCanceled, "canceling statement due to user request")
+	return pgwire.AppendReadyForQuery(dst, 'I')
+}
+
+// stuck returns the shared connections whose statement has run longer
+// than PipelineStuckStatement with batches waiting behind it.
+func (p *pool) stuck(now int64) []*backend {
+	if p.cfg.PipelineConns <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*backend
+	for _, b := range p.shared {
+		if b.inflight > 1 && now-b.pipe.headSince.Load() > int64(p.cfg.PipelineStuckStatement) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// unstickPipelines breaks off every stuck shared connection: its
+// statement is canceled and the connection closed, and the batches on it
+// run again on connections of their own (readShared finds it broken).
+// The cancel lets Postgres end a statement waiting on a lock at once;
+// it can reach only statements whose answers no one will read.
+func (s *Server) unstickPipelines(ctx context.Context) {
+	now := nanotime()
+	for _, p := range s.pools.all() {
+		for _, b := range p.stuck(now) {
+			pp := &b.pipe
+			pp.mu.Lock()
+			if pp.broken || pp.count < 2 || now-pp.headSince.Load() <= int64(p.cfg.PipelineStuckStatement) {
+				pp.mu.Unlock()
+				continue
+			}
+			pp.broken, b.broken = true, true
+			pp.cancelBeginLocked()
+			pp.mu.Unlock()
+			s.log.Warn("a pipelined statement blocked the batches behind it; they run again on connections of their own",
+				"database", p.database, "user", p.user, "running", time.Duration(now-pp.headSince.Load()), "queued", pp.count-1)
+			go func() {
+				s.signalCancel(ctx, b)
+				pp.cancelDone()
+				b.closeConn()
+			}()
+		}
+	}
+}
+
+// watchPipelines runs unstickPipelines until ctx ends, often enough
+// that no batch waits much longer than PipelineStuckStatement.
+func (s *Server) watchPipelines(ctx context.Context) {
+	if s.cfg.Pool.PipelineConns <= 0 {
+		return
+	}
+	t := time.NewTicker(max(s.cfg.Pool.PipelineStuckStatement/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.unstickPipelines(ctx)
+	}
 }
 
 // cancel is a session's CancelRequest for its batch queued as t: it
@@ -431,7 +511,7 @@ func (sess *session) readShared(b *backend, injected []string) (answer []byte, r
 		switch typ {
 		case msgErrorResponse:
 			demoteFatal(chunk[start:])
-			canceled = canceled || pgerr.Code(pgwire.ParseError(chunk[start:])) == "57014"
+			canceled = canceled || pgerr.Code(pgwire.ParseError(chunk[start:])) == pgerr.QueryCanceled
 		case msgParseComplete:
 			if stripped < len(injected) {
 				stripped++

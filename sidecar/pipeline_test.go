@@ -21,12 +21,14 @@ func autocommit(t *testing.T, s *sidecar.ClientSession, sql string) answer {
 	return run(t, s, &pb.Batch{Mode: pb.Mode_STATEMENT, Autocommit: true, Frontend: encode(t, &pgproto3.Query{String: sql})})
 }
 
-// pipelinePool shares one connection and never counts a statement slow,
-// so that what a test sends concurrently queues on that connection.
+// pipelinePool shares one connection and never counts a statement slow
+// or stuck, so that what a test sends concurrently queues on that
+// connection and stays there.
 func pipelinePool() sidecar.PoolConfig {
 	cfg := sidecar.DefaultPoolConfig
 	cfg.PipelineConns = 1
 	cfg.PipelineSlowStatement = time.Minute
+	cfg.PipelineStuckStatement = time.Minute
 	return cfg
 }
 
@@ -188,6 +190,7 @@ func TestPipelinedCancelStormHitsNoBystander(t *testing.T) {
 	cfg := sidecar.DefaultPoolConfig
 	cfg.PipelineConns = 2
 	cfg.PipelineSlowStatement = time.Minute
+	cfg.PipelineStuckStatement = time.Minute
 	srv := startSidecarAs(t, shared, "pipelined-storm", cfg)
 	c := dial(t, srv)
 	deadline := time.Now().Add(2 * time.Second)
@@ -310,5 +313,80 @@ func TestPipelinedFailedParseIsForgotten(t *testing.T) {
 	query(t, s, pb.Mode_STATEMENT, "CREATE TABLE pipelined_later (v int); INSERT INTO pipelined_later VALUES (7)")
 	if a := run(t, s, lookup); len(a.errors) != 0 || len(a.rows) != 1 || a.rows[0][0] != "7" {
 		t.Fatalf("the statement once its table exists: %v", a)
+	}
+}
+
+// TestPipelinedStuckStatementReleasesTheQueue: a plain read blocked on a
+// lock at the head of a shared connection holds the batches queued
+// behind it for about PipelineStuckStatement only: the connection is
+// broken off and they run again on connections of their own. Here the
+// lock's holder commits only once the read queued behind the blocked one
+// has answered, so without the break the three would wait on each other
+// for ever, a deadlock Postgres cannot see. A batch whose session
+// canceled it while it was queued is answered 57014 rather than run
+// again where the cancel would not follow.
+func TestPipelinedStuckStatementReleasesTheQueue(t *testing.T) {
+	t.Parallel()
+	cfg := pipelinePool()
+	cfg.PipelineStuckStatement = 400 * time.Millisecond
+	srv := startSidecarAs(t, shared, "pipelined-stuck", cfg)
+	c := dial(t, srv)
+	open := func(token string) *sidecar.ClientSession { return openInProcess(t, srv, "pipelined-stuck", token) }
+	locker, blocked, bystander, blocked2, canceler := open(""), open(""), open(""), open(""), open("stuck-canceler")
+	query(t, locker, pb.Mode_STATEMENT, "CREATE TABLE IF NOT EXISTS pipelined_stuck (v int)")
+	if a := query(t, locker, pb.Mode_TRANSACTION, "BEGIN; LOCK TABLE pipelined_stuck IN ACCESS EXCLUSIVE MODE"); len(a.errors) != 0 {
+		t.Fatalf("taking the lock: %v", a)
+	}
+	committed := false
+	commit := func() {
+		if !committed {
+			committed = true
+			query(t, locker, pb.Mode_TRANSACTION, "COMMIT")
+		}
+	}
+	defer commit()
+	waiting := func(n int) func() bool {
+		return func() bool {
+			return query(t, locker, pb.Mode_TRANSACTION,
+				"SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'pipelined_stuck'::regclass").one(t) == fmt.Sprint(n)
+		}
+	}
+	count := "SELECT count(*) FROM pipelined_stuck"
+
+	autocommit(t, blocked, "SELECT 1") // leaves its connection idle, to be shared next
+	blockedDone := make(chan answer, 1)
+	go func() { blockedDone <- autocommit(t, blocked, count) }()
+	eventually(t, "the read waiting on the lock", waiting(1))
+	bystanderDone := make(chan answer, 1)
+	go func() { bystanderDone <- autocommit(t, bystander, "SELECT 'bystander'") }()
+	select {
+	case a := <-bystanderDone:
+		if len(a.errors) != 0 || a.one(t) != "bystander" {
+			t.Fatalf("the read queued behind the blocked one: %v", a)
+		}
+	case <-time.After(5 * time.Second):
+		commit() // ends the wait, so that the test ends
+		t.Fatal("the read queued behind the blocked one waited 5 s")
+	}
+
+	// Again, with a batch canceled while it waits behind the blocked one.
+	autocommit(t, blocked2, "SELECT 1")
+	blocked2Done := make(chan answer, 1)
+	go func() { blocked2Done <- autocommit(t, blocked2, count) }()
+	eventually(t, "two reads waiting on the lock", waiting(2))
+	go func() {
+		time.Sleep(100 * time.Millisecond) // queued, and well before the break
+		c.Cancel(context.Background(), &pb.CancelRequest{CancelToken: "stuck-canceler"})
+	}()
+	start := time.Now()
+	if a := autocommit(t, canceler, "SELECT pg_sleep(10), 'ran'"); len(a.errors) != 1 || a.errors[0] != "57014" || time.Since(start) > 5*time.Second {
+		t.Fatalf("the batch canceled while queued: %v after %s", a, time.Since(start))
+	}
+
+	commit()
+	for _, done := range []chan answer{blockedDone, blocked2Done} {
+		if a := <-done; len(a.errors) != 0 || a.one(t) != "0" {
+			t.Fatalf("a blocked read, once the lock is released: %v", a)
+		}
 	}
 }

@@ -41,6 +41,14 @@ type PoolConfig struct {
 	// this long takes no more batches, which bounds how long one waits
 	// behind another session's statement.
 	PipelineSlowStatement time.Duration
+	// PipelineStuckStatement: a shared connection whose statement has
+	// run this long while batches wait behind it is broken off: its
+	// statement is canceled and every batch on it runs again on a
+	// connection of its own. A plain read can block (on a lock held by a
+	// transaction, whose client may be waiting for one of the batches
+	// queued behind it, a wait no deadlock detector sees); this bounds
+	// what the batches behind it wait.
+	PipelineStuckStatement time.Duration
 }
 
 // recentlyUsed is how long after its last use a connection is trusted to
@@ -59,6 +67,7 @@ var DefaultPoolConfig = PoolConfig{
 	IdleInTransactionTimeout: 10 * time.Minute,
 	PipelineConns:            runtime.NumCPU(),
 	PipelineSlowStatement:    time.Millisecond,
+	PipelineStuckStatement:   100 * time.Millisecond,
 }
 
 // pool holds the connections of one (database, user). Connections are

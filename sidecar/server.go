@@ -116,10 +116,11 @@ func (s *Server) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go func() { defer s.wg.Done(); s.grpc.Serve(lis) }()
 	go func() { defer s.wg.Done(); s.monitor(runCtx) }()
 	go func() { defer s.wg.Done(); s.pools.maintain(runCtx, time.Second) }()
+	go func() { defer s.wg.Done(); s.watchPipelines(runCtx) }()
 	for _, l := range []net.Listener{s.framedLis, s.socketLis} {
 		if l != nil {
 			s.wg.Add(1)
