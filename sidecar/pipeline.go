@@ -390,16 +390,7 @@ func (s *Server) watchPipelines(ctx context.Context) {
 	if s.cfg.Pool.PipelineConns <= 0 {
 		return
 	}
-	t := time.NewTicker(max(s.cfg.Pool.PipelineStuckStatement/4, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.unstickPipelines(ctx)
-	}
+	every(ctx, max(s.cfg.Pool.PipelineStuckStatement/4, time.Millisecond), func() { s.unstickPipelines(ctx) })
 }
 
 // cancel is a session's CancelRequest for its batch queued as t: it

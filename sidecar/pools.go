@@ -42,6 +42,15 @@ func (ps *pools) all() []*pool {
 
 // maintain runs each pool's upkeep every interval until ctx ends.
 func (ps *pools) maintain(ctx context.Context, interval time.Duration) {
+	every(ctx, interval, func() {
+		for _, p := range ps.all() {
+			p.maintain(ctx)
+		}
+	})
+}
+
+// every calls fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -50,9 +59,7 @@ func (ps *pools) maintain(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		for _, p := range ps.all() {
-			p.maintain(ctx)
-		}
+		fn()
 	}
 }
 
