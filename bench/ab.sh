@@ -16,24 +16,14 @@ a= b= clients=8 seconds=8 rounds=4 mode=prepared
 while getopts "a:b:c:T:r:M:" o; do
   case $o in a) a=$OPTARG;; b) b=$OPTARG;; c) clients=$OPTARG;; T) seconds=$OPTARG;; r) rounds=$OPTARG;; M) mode=$OPTARG;; *) exit 2;; esac
 done
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin=$(mktemp -d)/tessera
-data=$(mktemp -d /tmp/tessera-ab.XXXXXX)
-chmod 755 "$data"
-PGBENCH=${PGBENCH:-$(ls /usr/lib/postgresql/*/bin/pgbench | tail -1)}
-(cd "$root" && go build -o "$bin" ./cmd/tessera)
-start() { # name, base port, router port, flags
-  # shellcheck disable=SC2086
-  "$bin" dev --temporal=false $4 --data "$data/$1" --shards 1 --replicas 0 --base-port "$2" --router-port "$3" --etcd-port 0 \
-    --print-json > "$data/$1.json" 2> "$data/$1.log" &
-}
-start a 25533 26532 "$a"; pa=$!
-start b 27533 28532 "$b"; pb=$!
+. "$(dirname "$0")/lib.sh"
+bench_setup ab
+# shellcheck disable=SC2086
+start_dev a 25533 26532 $a; pa=$!
+# shellcheck disable=SC2086
+start_dev b 27533 28532 $b; pb=$!
 trap 'kill -INT $pa $pb 2>/dev/null; wait $pa $pb 2>/dev/null; rm -rf "$data"' EXIT
-for _ in $(seq 1 600); do [ -s "$data/a.json" ] && [ -s "$data/b.json" ] && break; sleep 0.2; done
-[ -s "$data/a.json" ] && [ -s "$data/b.json" ] || { cat "$data/a.log" "$data/b.log"; exit 1; }
-export PGPASSWORD=postgres PGUSER=postgres PGDATABASE=postgres PGSSLMODE=disable
+wait_dev a b
 "$PGBENCH" -i -q -s 10 -h 127.0.0.1 -p 25533 >/dev/null 2>&1
 "$PGBENCH" -i -q -s 10 -h 127.0.0.1 -p 27533 >/dev/null 2>&1
 tps() { "$PGBENCH" -h 127.0.0.1 -p "$1" -n -M "$mode" -c "$clients" -j 2 -T "$seconds" -f "$here/lookup.sql" 2>&1 |

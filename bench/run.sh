@@ -17,21 +17,13 @@ clients=8 seconds=15 rounds=3 scale=10 mode=prepared hop=
 while getopts "c:T:r:s:M:u" o; do
   case $o in c) clients=$OPTARG;; T) seconds=$OPTARG;; r) rounds=$OPTARG;; s) scale=$OPTARG;; M) mode=$OPTARG;; u) hop=--router-over-sockets;; *) exit 2;; esac
 done
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin=$(mktemp -d)/tessera
-data=$(mktemp -d /tmp/tessera-bench.XXXXXX)
-chmod 755 "$data"
-PGBENCH=${PGBENCH:-$(ls /usr/lib/postgresql/*/bin/pgbench | tail -1)}
-(cd "$root" && go build -o "$bin" ./cmd/tessera)
-"$bin" dev --temporal=false $hop --data "$data/d" --shards 1 --replicas 0 --base-port 25533 --router-port 26532 --etcd-port 0 \
-  --print-json > "$data/cluster.json" 2> "$data/dev.log" &
+. "$(dirname "$0")/lib.sh"
+bench_setup bench
+# shellcheck disable=SC2086
+start_dev d 25533 26532 $hop
 devpid=$!
 trap 'kill -INT $devpid 2>/dev/null; wait $devpid 2>/dev/null; rm -rf "$data"' EXIT
-for _ in $(seq 1 600); do [ -s "$data/cluster.json" ] && break; sleep 0.2; done
-[ -s "$data/cluster.json" ] || { cat "$data/dev.log"; exit 1; }
-# Both paths in plaintext: Postgres here has no SSL, the router would offer it.
-export PGPASSWORD=postgres PGUSER=postgres PGDATABASE=postgres PGSSLMODE=disable
+wait_dev d
 direct="-h 127.0.0.1 -p 25533"
 router="-h 127.0.0.1 -p 26532"
 "$PGBENCH" -i -q -s "$scale" $direct >/dev/null 2>&1
