@@ -180,3 +180,43 @@ func TestBatchWithAWriteIsNotPipelined(t *testing.T) {
 		t.Fatalf("after the batch: %q, %v; want the update applied once (a+)", name, err)
 	}
 }
+
+// TestReadCallingAWritingFunctionRunsOnce: a SELECT that calls a function
+// the planner does not know (here one that writes) is not pipelined,
+// since a pipelined statement may run twice: with an answer over the
+// 256 KB a shared connection holds, the sidecar would run it again, and
+// the function's UPDATE would apply twice.
+func TestReadCallingAWritingFunctionRunsOnce(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	for _, sql := range []string{
+		"CREATE TABLE IF NOT EXISTS pipelined_bumps (n int)",
+		"DELETE FROM pipelined_bumps",
+		"INSERT INTO pipelined_bumps VALUES (0)",
+		"CREATE OR REPLACE FUNCTION pipelined_bump() RETURNS text LANGUAGE sql AS $$ UPDATE pipelined_bumps SET n = n + 1 RETURNING repeat('x', 300000) $$",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	t.Cleanup(func() {
+		if _, err := conn.Exec(context.Background(), "DROP FUNCTION pipelined_bump(); DROP TABLE pipelined_bumps"); err != nil {
+			t.Errorf("cleaning up: %v", err)
+		}
+	})
+	var n int
+	for i := 0; i < 3; i++ {
+		// As in TestBeginIsNotPipelined: the reads leave a connection
+		// just returned, which the next statement would share.
+		if err := conn.QueryRow(ctx, "SELECT n FROM pipelined_bumps").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bumped string
+	if err := conn.QueryRow(ctx, "SELECT pipelined_bump()").Scan(&bumped); err != nil || len(bumped) != 300000 {
+		t.Fatalf("the function's answer: %d bytes, %v", len(bumped), err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT n FROM pipelined_bumps").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("after one call: n = %d, %v; want 1", n, err)
+	}
+}

@@ -48,9 +48,9 @@ import (
 //
 // A broken connection (lost, or closed because a batch left it in a
 // state no other session may share) ends the batches queued on it
-// without an answer: they run again on connections of their own. They
-// are reads; what one may have done anyway (a nextval) is what any retry
-// does.
+// without an answer: they run again on connections of their own.
+// Postgres may have run some of them already, so the router marks only
+// statements without side effects (planner.Statement.Pipelinable).
 //
 // Cancel: a CancelRequest reaches whatever statement the backend runs
 // when it arrives. One for a batch still queued is held until the batch

@@ -129,6 +129,7 @@ func (c *planCtx) dispatch(st *Statement, n *pg_query.Node, f *facts) {
 func (c *planCtx) planSelect(st *Statement, sel *pg_query.SelectStmt, f *facts) {
 	st.Kind = Select
 	st.ReadOnly = !f.locking && !f.modifyingCTE
+	st.SideEffects = f.opaqueCall
 	if sel.IntoClause != nil {
 		st.Err = unsupported("SELECT INTO is not supported yet (use CREATE TABLE and INSERT ... SELECT)")
 		return

@@ -56,8 +56,12 @@ type Statement struct {
 	// ReadOnly reports that the statement only reads: a SELECT (or SHOW,
 	// COPY ... TO, EXPLAIN without ANALYZE of a write) without a locking
 	// clause and without a data-modifying WITH. Volatile functions with
-	// side effects (nextval, say) are not detected.
+	// side effects (nextval, say) are not detected: see SideEffects.
 	ReadOnly bool
+	// SideEffects (set for SELECTs): the statement calls a function not known to be free
+	// of side effects (nextval, a user's function, which may write). Such
+	// a statement must not be run twice for one execution.
+	SideEffects bool
 	// SessionState lists what the statement leaves behind in the backend
 	// session, binding the client session to one backend.
 	SessionState SessionState
@@ -228,12 +232,15 @@ func (r RouteKind) String() string { return name(routeNames[:], int(r)) }
 // Pipelinable reports a statement that may share a backend connection
 // with other sessions' statements, pipelined behind them (outside a
 // transaction; the sidecar's Batch.autocommit): a plain read that leaves
-// nothing in the session. A write may wait for a row lock held by a
-// transaction whose client waits, in turn, for a statement queued behind
-// that write on the same connection, a wait no deadlock detector sees; a
-// plain read waits on no row lock.
+// nothing in the session and calls no function with side effects. A
+// write may wait for a row lock held by a transaction whose client
+// waits, in turn, for a statement queued behind that write on the same
+// connection, a wait no deadlock detector sees; a plain read waits on no
+// row lock. And the sidecar may run a pipelined statement twice (its
+// shared connection broke under it, or its answer was too large to
+// hold), which only a statement without side effects allows.
 func (st *Statement) Pipelinable() bool {
-	return st.Kind == Select && st.ReadOnly && st.SessionState == 0
+	return st.Kind == Select && st.ReadOnly && !st.SideEffects && st.SessionState == 0
 }
 
 // SessionState flags what a statement leaves in the backend session beyond

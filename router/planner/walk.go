@@ -49,6 +49,10 @@ type facts struct {
 	locking      bool // FOR UPDATE / SHARE
 	modifyingCTE bool // WITH x AS (INSERT / UPDATE / DELETE / MERGE ...)
 	session      SessionState
+	// opaqueCall: a call of a function not known to be free of side
+	// effects (sideEffectFree), which may write (nextval, a user's
+	// function); the planner cannot tell without the catalog.
+	opaqueCall bool
 }
 
 func collect(n *pg_query.Node) *facts {
@@ -138,6 +142,9 @@ func (f *facts) selectFacts(s *pg_query.SelectStmt) {
 
 func (f *facts) funcFacts(fc *pg_query.FuncCall) {
 	name := funcName(fc)
+	if !builtinCall(fc) || !(sideEffectFree[name] || aggregates[name]) {
+		f.opaqueCall = true
+	}
 	switch {
 	case fc.Over != nil:
 		f.cross("window functions")
@@ -161,6 +168,13 @@ func funcName(fc *pg_query.FuncCall) string {
 	return strings.ToLower(fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval())
 }
 
+// builtinCall reports a call by bare name or in pg_catalog, the schema
+// Postgres searches first unless the search path names it later.
+func builtinCall(fc *pg_query.FuncCall) bool {
+	return len(fc.Funcname) == 1 ||
+		len(fc.Funcname) == 2 && strings.EqualFold(fc.Funcname[0].GetString_().GetSval(), "pg_catalog")
+}
+
 // isTrue reports the keyword TRUE. A string literal 'true' would make the
 // plan depend on a literal's value, which a cached plan must not.
 func isTrue(n *pg_query.Node) bool {
@@ -180,6 +194,46 @@ var aggregates = setOf(
 	"corr", "covar_pop", "covar_samp", "regr_avgx", "regr_avgy", "regr_count", "regr_intercept",
 	"regr_r2", "regr_slope", "regr_sxx", "regr_sxy", "regr_syy", "stddev", "stddev_pop",
 	"stddev_samp", "variance", "var_pop", "var_samp", "mode", "percentile_cont", "percentile_disc",
+)
+
+// sideEffectFree are built-in functions (besides the aggregates) that
+// change nothing, so that a statement calling only these may run twice
+// with nothing to show for it but its answer. The list is of what
+// applications commonly call in reads; a function missing from it only
+// costs its statement pipelining (Statement.SideEffects).
+var sideEffectFree = setOf(
+	// strings
+	"lower", "upper", "initcap", "length", "char_length", "character_length", "octet_length", "bit_length",
+	"substr", "substring", "left", "right", "lpad", "rpad", "trim", "btrim", "ltrim", "rtrim",
+	"replace", "translate", "reverse", "repeat", "concat", "concat_ws", "format", "position", "strpos",
+	"split_part", "starts_with", "string_to_array", "array_to_string", "regexp_replace", "regexp_match",
+	"regexp_matches", "regexp_split_to_array", "regexp_split_to_table", "md5", "encode", "decode", "quote_ident",
+	"quote_literal", "quote_nullable", "ascii", "chr", "to_hex", "normalize", "unaccent",
+	// numbers
+	"abs", "ceil", "ceiling", "floor", "round", "trunc", "sign", "mod", "power", "sqrt", "cbrt", "exp",
+	"ln", "log", "log10", "div", "greatest", "least", "width_bucket", "random", "gen_random_uuid",
+	// dates and times
+	"now", "current_timestamp", "clock_timestamp", "statement_timestamp", "transaction_timestamp",
+	"date_trunc", "date_part", "extract", "age", "make_date", "make_time", "make_timestamp",
+	"make_timestamptz", "make_interval", "to_char", "to_date", "to_timestamp", "to_number", "timezone",
+	"date_bin", "isfinite", "justify_days", "justify_hours", "justify_interval",
+	// arrays, JSON, ranges
+	"array_length", "array_position", "array_positions", "array_remove", "array_replace", "array_append",
+	"array_prepend", "array_cat", "array_dims", "array_lower", "array_upper", "cardinality", "unnest",
+	"generate_series", "generate_subscripts", "to_json", "to_jsonb", "row_to_json", "array_to_json",
+	"json_build_object", "jsonb_build_object", "json_build_array", "jsonb_build_array", "json_object",
+	"jsonb_object", "json_extract_path", "jsonb_extract_path", "json_extract_path_text",
+	"jsonb_extract_path_text", "json_array_length", "jsonb_array_length", "json_typeof", "jsonb_typeof",
+	"json_array_elements", "jsonb_array_elements", "json_array_elements_text", "jsonb_array_elements_text",
+	"json_each", "jsonb_each", "json_each_text", "jsonb_each_text", "json_object_keys", "jsonb_object_keys",
+	"jsonb_set", "jsonb_insert", "jsonb_strip_nulls", "jsonb_pretty", "jsonb_path_query",
+	"jsonb_path_query_array", "jsonb_path_query_first", "jsonb_path_exists", "jsonb_path_match",
+	"lower_inc", "upper_inc", "isempty", "range_merge",
+	// other
+	"coalesce", "nullif", "pg_typeof", "version", "current_setting", "current_database", "current_schema",
+	"current_schemas", "current_user", "session_user", "pg_backend_pid", "inet_client_addr", "host",
+	"num_nulls", "num_nonnulls", "pg_column_size", "row_number", "rank", "dense_rank", "percent_rank",
+	"cume_dist", "ntile", "lag", "lead", "first_value", "last_value", "nth_value",
 )
 
 // sessionLocks take or release session-level advisory locks, which outlive
