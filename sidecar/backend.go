@@ -132,29 +132,31 @@ func (b *backend) alive() bool {
 // had died; it never reached Postgres.
 var errNotSent = errors.New("the connection died before the batch was sent")
 
-// answer receives a batch's answer in chunks.
-type answer func(chunk []byte, done bool, txStatus byte, copyIn bool) error
+// answer receives the chunks of a batch's answer before its last.
+type answer func(chunk []byte) error
 
 // exchange writes frontend messages and streams the backend's messages to
 // emit until ReadyForQuery, or CopyInResponse when the backend waits for
 // COPY data. The first strip ParseComplete messages are dropped: they
 // answer Parse messages the sidecar injected, which the router never sent.
-// buf is scratch space for the chunks. A failure of the connection is
-// reported to the router as an ErrorResponse and ReadyForQuery, and marks
-// the backend broken.
+// buf is scratch space for the chunks. A failure of the connection closes
+// the backend and ends the answer with an ErrorResponse and ReadyForQuery.
 //
-// It returns the scratch buffer (grown, perhaps) for reuse and how many
-// ParseComplete messages it stripped.
+// The last chunk, the one ending in ReadyForQuery or CopyInResponse, is
+// returned instead of emitted, with the transaction status to report and
+// whether COPY data is awaited: the caller puts the backend back in the
+// pool first, so that by the time the router sees the end of the answer
+// the backend is free for its next batch. The returned chunk lives in the
+// scratch buffer, which the caller reuses after sending it.
 //
 // With resendable set, a write that fails (the connection died idle in the
 // pool, as after a restart or a fence) closes the backend and returns
 // errNotSent without answering, so the caller can send the batch on
 // another connection: nothing reached Postgres.
-func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bool, emit answer) ([]byte, int, error) {
-	stripped := 0
+func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bool, emit answer) (last answerEnd, stripped int, err error) {
 	// Sent by the first read below that reaches the socket, which then
 	// waits for the answer.
-	err := b.sock.send(frontend)
+	err = b.sock.send(frontend)
 	chunk := buf[:0]
 	for err == nil {
 		start := len(chunk)
@@ -173,46 +175,44 @@ func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bo
 			}
 		case msgReadyForQuery:
 			b.txStatus = chunk[len(chunk)-1]
-			return chunk, stripped, b.send(emit, chunk, true, b.txStatus, false)
+			return answerEnd{chunk, b.txStatus, false}, stripped, nil
 		case msgCopyInResponse:
-			return chunk, stripped, b.send(emit, chunk, true, 'T', true)
+			return answerEnd{chunk, 'T', true}, stripped, nil
 		case msgCopyBoth:
 			b.close()
 			chunk = appendErrorResponse(chunk[:start], "ERROR", pgerr.FeatureNotSupported, "COPY BOTH (replication) is not supported through the sidecar")
-			return chunk, stripped, b.send(emit, pgwire.AppendReadyForQuery(chunk, 'I'), true, 'I', false)
+			return answerEnd{pgwire.AppendReadyForQuery(chunk, 'I'), 'I', false}, stripped, nil
 		}
 		if len(chunk) >= chunkSize {
-			if err := b.send(emit, chunk, false, 0, false); err != nil {
-				return chunk, stripped, err
+			if err := emit(chunk); err != nil {
+				// The router is gone mid-answer: the backend is in an
+				// unknown state and will be closed.
+				b.broken = true
+				return answerEnd{chunk: chunk[:0]}, stripped, err
 			}
 			chunk = chunk[:0]
 		}
 	}
 	if resendable && isSendError(err) && stripped == 0 && len(chunk) == 0 {
 		b.close()
-		return buf[:0], 0, errNotSent
+		return answerEnd{chunk: buf[:0]}, 0, errNotSent
 	}
-	chunk, err = b.lost(chunk, err, emit)
-	return chunk, stripped, err
+	return b.lost(chunk, err), stripped, nil
 }
 
-// send passes a chunk on; if the router is gone the backend is in an
-// unknown state mid-answer, so it is marked broken and will be closed.
-func (b *backend) send(emit answer, chunk []byte, done bool, tx byte, copyIn bool) error {
-	if err := emit(chunk, done, tx, copyIn); err != nil {
-		b.broken = true
-		return err
-	}
-	return nil
+// answerEnd is the last chunk of an answer and what it leaves behind.
+type answerEnd struct {
+	chunk    []byte
+	txStatus byte
+	copyIn   bool
 }
 
-// lost ends a batch whose connection failed.
-func (b *backend) lost(chunk []byte, cause error, emit answer) ([]byte, error) {
+// lost ends the answer of a batch whose connection failed.
+func (b *backend) lost(chunk []byte, cause error) answerEnd {
 	b.close()
 	chunk = appendErrorResponse(chunk, "ERROR", "08006", "lost the connection to postgres: "+cause.Error())
-	chunk = pgwire.AppendReadyForQuery(chunk, 'I')
 	b.txStatus = 'I'
-	return chunk, emit(chunk, true, 'I', false)
+	return answerEnd{pgwire.AppendReadyForQuery(chunk, 'I'), 'I', false}
 }
 
 // simple runs internal SQL (settings, reset) and discards its answer,

@@ -259,36 +259,46 @@ func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
 		frontend = append(prefix, req.Frontend...)
 	}
 
-	var copyIn bool
 	sess.srv.cancels.start(sess.token, b, nil)
-	defer sess.srv.cancels.stop(sess.token)
 	if sess.token != "" {
 		b.cancelMu.Lock()
 		b.cancelFor = sess.token
 		b.cancelMu.Unlock()
-		defer func() {
-			b.cancelMu.Lock()
-			b.cancelFor = ""
-			b.cancelMu.Unlock()
-		}()
 	}
-	buf, stripped, err := b.exchange(frontend, len(injected), sess.buf, resendable, func(chunk []byte, done bool, tx byte, ci bool) error {
-		copyIn = ci
-		// One response, reused: Send encodes it before returning.
-		r := &sess.resp
-		r.Backend, r.Done, r.TxStatus, r.CopyIn = chunk, done, txStatus(tx), ci
-		return sess.stream.Send(r)
+	last, stripped, err := b.exchange(frontend, len(injected), sess.buf, resendable, func(chunk []byte) error {
+		return sess.emit(chunk, false, 0, false)
 	})
-	sess.buf = buf[:0]
+	// Everything that touches b happens before it may go back to the
+	// pool, where another session can take it at once.
+	sess.srv.cancels.stop(sess.token)
+	if sess.token != "" {
+		b.cancelMu.Lock()
+		b.cancelFor = ""
+		b.cancelMu.Unlock()
+	}
+	sess.buf = last.chunk[:0]
 	if errors.Is(err, errNotSent) {
 		return err
 	}
 	for _, ps := range injected[:stripped] {
 		b.prepared[ps.Name] = struct{}{}
 	}
-	sess.copyIn = copyIn && !b.broken
+	sess.copyIn = last.copyIn && err == nil && !b.broken
 	sess.keepOrRelease(b, req.Mode, sess.copyIn)
-	return err
+	if err != nil {
+		return err
+	}
+	// The end of the answer goes out only now: a router that sees it may
+	// send its next batch at once, and should find b in the pool.
+	return sess.emit(last.chunk, true, last.txStatus, last.copyIn)
+}
+
+// emit sends one chunk of an answer to the router. The response is
+// reused: Send encodes it before returning.
+func (sess *session) emit(chunk []byte, done bool, tx byte, copyIn bool) error {
+	r := &sess.resp
+	r.Backend, r.Done, r.TxStatus, r.CopyIn = chunk, done, txStatus(tx), copyIn
+	return sess.stream.Send(r)
 }
 
 // keepOrRelease keeps the backend pinned when the session needs it next

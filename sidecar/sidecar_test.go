@@ -258,7 +258,8 @@ func TestCopyFromStdin(t *testing.T) {
 	t.Parallel()
 	srv := startSidecar(t, shared, sidecar.PoolConfig{})
 	s := open(t, dial(t, srv))
-	query(t, s, pb.Mode_STATEMENT, "CREATE TABLE IF NOT EXISTS copied (id int, name text)")
+	// The table starts empty even when the test runs again (-count).
+	query(t, s, pb.Mode_STATEMENT, "DROP TABLE IF EXISTS copied; CREATE TABLE copied (id int, name text)")
 	r := query(t, s, pb.Mode_STATEMENT, "COPY copied FROM STDIN")
 	if !r.result.CopyIn || r.types[len(r.types)-1] != 'G' {
 		t.Fatalf("COPY did not wait for data: %v", r)
