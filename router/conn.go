@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/router/planner"
 	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
@@ -27,6 +28,11 @@ type clientConn struct {
 	fwd          forwarder
 	fwdEmit      func(chunk []byte, last bool) error
 	sidecarBatch pb.Batch
+	// autoFrontend, autoPrepared and autoStatements serve auto-prepared
+	// reads (autoprepare.go).
+	autoFrontend   []byte
+	autoPrepared   [1]*pb.PreparedStatement
+	autoStatements map[*planner.AutoPrepared]*pb.PreparedStatement
 	// searchPathMemo is the resolved search_path (route.go).
 	searchPathMemo searchPathMemo
 	// w is written by the connection's goroutine and, once the session

@@ -120,7 +120,7 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 		// connection's, reused: one statement at a time runs here, and
 		// the hot path allocated all three per statement.
 		f := &c.fwd
-		*f = forwarder{c: c, scan: scan}
+		*f = forwarder{c: c, scan: scan, auto: r.autoPrepared}
 		if c.fwdEmit == nil {
 			c.fwdEmit = f.emit
 		}
@@ -143,6 +143,9 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 			// dropped and the statement waits for the next primary. The
 			// session stays: session() moves it if the primary changes.
 			continue
+		}
+		if r.autoPrepared && f.unwritten() && autoFallbackCode(firstErrorCode(f.held)) {
+			return true, errAutoFallback
 		}
 		if err := f.finish(res.CopyIn); err != nil {
 			return true, err

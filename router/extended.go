@@ -3,9 +3,6 @@ package router
 import (
 	"context"
 	"encoding/binary"
-	"encoding/hex"
-
-	"github.com/zeebo/xxh3"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/router/planner"
@@ -115,18 +112,6 @@ func (c *clientConn) batchError(err error) {
 	c.batch.skip = true
 }
 
-func contentName(sql string, oids []uint32) string {
-	h := xxh3.New()
-	h.WriteString(sql)
-	var b [4]byte
-	for _, o := range oids {
-		binary.BigEndian.PutUint32(b[:], o)
-		h.Write(b[:])
-	}
-	sum := h.Sum128().Bytes()
-	return "tsr_" + hex.EncodeToString(sum[:12])
-}
-
 func (c *clientConn) parse(msg []byte) error {
 	name, off, err := cstring(msg, 5)
 	if err != nil {
@@ -181,7 +166,7 @@ func (c *clientConn) parse(msg []byte) error {
 	if c.stmts[name] != nil {
 		return pgerr.New("42P05", "prepared statement %q already exists", name)
 	}
-	p.proto = &pb.PreparedStatement{Name: contentName(sql, oids), Query: sql, ParamOids: oids}
+	p.proto = &pb.PreparedStatement{Name: planner.StatementName(sql, oids), Query: sql, ParamOids: oids}
 	c.stmts[name] = p
 	// The router answers a named Parse itself. After messages bound for a
 	// shard, its answer must follow theirs: they become a segment and the
@@ -244,7 +229,7 @@ func (c *clientConn) use(proto *pb.PreparedStatement) {
 // unnamed statement bound in a later batch than its Parse.
 func (p *prepared) contentProto() *pb.PreparedStatement {
 	if p.named == nil {
-		p.named = &pb.PreparedStatement{Name: contentName(p.sql, p.oids), Query: p.sql, ParamOids: p.oids}
+		p.named = &pb.PreparedStatement{Name: planner.StatementName(p.sql, p.oids), Query: p.sql, ParamOids: p.oids}
 	}
 	return p.named
 }

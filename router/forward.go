@@ -24,9 +24,15 @@ type forwarder struct {
 	err     error
 	scan    bool // look at message types (only when the caller needs them)
 	failed  bool // an ErrorResponse was seen (with scan)
+	// auto: the answer of an auto-prepared read, whose first chunk
+	// starts with a BindComplete the client must not see.
+	auto bool
 }
 
 func (f *forwarder) emit(chunk []byte, last bool) error {
+	if f.auto {
+		chunk, f.auto = dropBindComplete(chunk), false
+	}
 	if f.scan {
 		backendMessages(chunk, func(typ byte, _ []byte) error {
 			if typ == 'E' {

@@ -88,21 +88,27 @@ func connect(t *testing.T, database string) *pgx.Conn {
 // direct connects to a shard's primary, bypassing the router.
 func direct(t *testing.T, shard, database string) *pgx.Conn {
 	t.Helper()
+	conn, err := pgx.Connect(context.Background(), shardDSN(t, shard, database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// shardDSN addresses a shard's primary.
+func shardDSN(t *testing.T, shard, database string) string {
+	t.Helper()
 	for _, s := range cluster.Info().Shards {
 		if s.UID != shard {
 			continue
 		}
 		for _, in := range s.Instances {
 			if in.Role == "primary" {
-				conn, err := pgx.Connect(context.Background(), fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/%s?sslmode=disable", in.Port, database))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { conn.Close(context.Background()) })
-				return conn
+				return fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/%s?sslmode=disable", in.Port, database)
 			}
 		}
 	}
 	t.Fatalf("no primary for %s", shard)
-	return nil
+	return ""
 }

@@ -17,7 +17,14 @@ import (
 // connection, for sending what no driver would.
 func rawSession(t *testing.T) (net.Conn, *pgproto3.Frontend) {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn("postgres"))
+	return hijack(t, dsn("postgres"))
+}
+
+// hijack logs in to dsn and hands back the connection and its protocol
+// layer.
+func hijack(t *testing.T, dsn string) (net.Conn, *pgproto3.Frontend) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,14 +50,17 @@ type routed struct {
 	// transaction the sidecar may pipeline it on a connection other
 	// sessions share (Batch.autocommit).
 	autocommit bool
-	ddl        bool // changes the schema: invalidate caches
-	roles      bool // changes roles: refresh the role cache
-	setName    string
-	setValue   string
-	setLocal   bool
-	reset      bool
-	explain    []string  // EXPLAIN (TESSERA) lines
-	sets       []*routed // SETs inside a multi-statement string sent whole
-	err        error     // the statement cannot run (0A000, 42601, ...)
-	split      *splitInsert
+	// autoPrepared: the statement runs as its prepared form
+	// (autoprepare.go); a failure before any answer runs it as written.
+	autoPrepared bool
+	ddl          bool // changes the schema: invalidate caches
+	roles        bool // changes roles: refresh the role cache
+	setName      string
+	setValue     string
+	setLocal     bool
+	reset        bool
+	explain      []string  // EXPLAIN (TESSERA) lines
+	sets         []*routed // SETs inside a multi-statement string sent whole
+	err          error     // the statement cannot run (0A000, 42601, ...)
+	split        *splitInsert
 }

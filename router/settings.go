@@ -23,6 +23,8 @@ type sessionSettings struct {
 	txMode string // tessera.tx_mode: "multi" (default) or "single"
 	fanout string // tessera.fanout: "scatter" (default), "multi" or "single"
 	target string // tessera.target: "primary" (default) or "replica"
+	// tessera.auto_prepare: "on" (default) or "off" (autoprepare.go)
+	autoPrep string
 }
 
 // set records a Postgres setting.
@@ -93,6 +95,17 @@ func (s *sessionSettings) setTessera(name, value string) error {
 			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.target": %q (primary or replica)`, value)
 		}
 		s.target = value
+	case "tessera.auto_prepare":
+		switch value {
+		case "on", "true", "yes", "1":
+			value = "on"
+		case "off", "false", "no", "0":
+			value = "off"
+		case "default":
+		default:
+			return errAutoPrepareValue(value)
+		}
+		s.autoPrep = value
 	default:
 		return pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
 	}
@@ -114,11 +127,15 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 		return pick(s.fanout, "scatter"), nil
 	case "tessera.target":
 		return pick(s.target, "primary"), nil
+	case "tessera.auto_prepare":
+		return pick(s.autoPrep, "on"), nil
 	}
 	return "", pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
 }
 
 func (s *sessionSettings) replica() bool { return s.target == "replica" }
+
+func (s *sessionSettings) autoPrepare() bool { return s.autoPrep != "off" }
 
 // startupSetting takes a setting from the startup packet.
 func (c *clientConn) startupSetting(name, value string) error {

@@ -46,10 +46,13 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 		// The whole string goes to one shard as it came: Postgres keeps its
 		// implicit-transaction semantics.
 		r := c.route(stmts[0], nil)
+		var failed bool
 		if len(stmts) > 1 {
 			r = c.combined(stmts, sql)
+			failed, err = c.statement(ctx, &r, msg)
+		} else {
+			failed, err = c.simpleStatement(ctx, &r, stmts[0], msg)
 		}
-		failed, err := c.statement(ctx, &r, msg)
 		if err != nil {
 			return err
 		}

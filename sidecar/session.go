@@ -229,6 +229,15 @@ var errSettingsNotSent = errors.New("applying session settings")
 // send runs one batch on b: the session's settings first if b has others,
 // then the statements the batch needs prepared, then the batch.
 func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
+	if req.Mode == pb.Mode_SESSION && !sess.sessionPinned && len(b.prepared) > 0 && b.txStatus == 'I' {
+		// A session pinning the backend may look at its prepared
+		// statements (pg_prepared_statements): it must find its own only,
+		// not the content-named ones other sessions left.
+		if err := b.simple("DEALLOCATE ALL"); err != nil {
+			return fmt.Errorf("%w: %w", errSettingsNotSent, err)
+		}
+		clear(b.prepared)
+	}
 	if (len(req.Settings) > 0 || b.settings != "") && !sameSettings(b.lastSettings, req.Settings) {
 		settings := make([]setting, len(req.Settings))
 		for i, s := range req.Settings {

@@ -19,6 +19,7 @@ func (c *planCtx) planExplain(st *Statement, ex *pg_query.ExplainStmt, f *facts)
 		inner := &Statement{SQL: st.SQL[off:], semiFrom: -1, semiTo: -1}
 		c.dispatch(inner, ex.Query, f)
 		c.bindKeys(inner, c.start+off)
+		c.autoPrepare(inner, f, c.start+off)
 		st.Inner = inner
 		// Inner's text and keys are bound to this text: a statement of
 		// the same shape must be planned afresh.
@@ -90,6 +91,9 @@ func (s *Statement) Describe(params Params) []string {
 	}
 	if s.NoTransaction {
 		lines = append(lines, "Cannot run inside a transaction block")
+	}
+	if s.Auto != nil {
+		lines = append(lines, "Prepared form (alone in a simple-protocol Query, outside a transaction): "+s.Auto.describe())
 	}
 	shards, err := s.Shards(params)
 	if err == ErrSplitInsert {

@@ -117,6 +117,15 @@ func checkCacheSafety(t *testing.T, top *topo.Topology, sql string) {
 	if describeAll(cached) != describeAll(fresh) {
 		t.Fatalf("%q then %q:\ncached:\n%s\nfresh:\n%s", sql, variant, describeAll(cached), describeAll(fresh))
 	}
+	for i := range cached {
+		// An auto-prepared statement's parameters are the variant's own
+		// literals, whether its plan came from the cache or not.
+		a, okA := cached[i].AppendAutoParams(nil)
+		b, okB := fresh[i].AppendAutoParams(nil)
+		if okA != okB || !bytes.Equal(a, b) {
+			t.Fatalf("%q then %q: parameters from the cache %q (%v), fresh %q (%v)", sql, variant, a, okA, b, okB)
+		}
+	}
 }
 
 // FuzzShapeFingerprint checks that two inputs the planner would share a

@@ -73,10 +73,15 @@ func literalsMatch(sql string, lits []span, locs []int32) bool {
 // without quotes and with doubled quotes undone. It returns dst unchanged
 // for a parameter.
 func (k *Key) AppendValue(dst []byte) []byte {
-	lit := k.Literal
-	switch k.Class {
+	return appendLiteralValue(dst, k.Class, k.Literal, k.Negated)
+}
+
+// appendLiteralValue appends the value of the literal token lit in
+// Postgres text format (see Key.AppendValue).
+func appendLiteralValue(dst []byte, class LiteralClass, lit string, negated bool) []byte {
+	switch class {
 	case IntegerLiteral, NumericLiteral:
-		if k.Negated {
+		if negated {
 			dst = append(dst, '-')
 		}
 		return append(dst, lit...)

@@ -47,8 +47,12 @@ func parse(top *topo.Topology, schema Schema, in *Input, sc *scan) (stmts []*Sta
 		st := &Statement{semiFrom: c.semicolon(start-1, start > 0), semiTo: c.semicolon(end, raw.StmtLen > 0)}
 		start, end = trimSpace(in.SQL, start, end)
 		st.SQL, c.start = in.SQL[start:end], start
-		c.statement(st, raw.Stmt, collect(raw.Stmt))
+		f := collect(raw.Stmt)
+		c.statement(st, raw.Stmt, f)
 		c.bindKeys(st, start)
+		if len(res.Stmts) == 1 && !sc.odd {
+			c.autoPrepare(st, f, start)
+		}
 		stmts = append(stmts, st)
 	}
 	if !literalsMatch(in.SQL, c.lits, c.consts) {

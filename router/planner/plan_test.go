@@ -180,6 +180,8 @@ func TestPipelinable(t *testing.T) {
 		"SET search_path = x":    false,
 		"CREATE TABLE t (a int)": false,
 		"SHOW search_path":       false,
+		"SELECT name FROM pg_prepared_statements":          false,
+		"SELECT * FROM pg_catalog.pg_prepared_statement()": false,
 	} {
 		if got := planOne(t, p, xx, store(sql)).Pipelinable(); got != want {
 			t.Errorf("%s: pipelinable %v, want %v", sql, got, want)

@@ -186,7 +186,7 @@ func (e *entry) bind(sql string, sc *scan) []*Statement {
 	if len(e.stmts) == 1 {
 		// One allocation for the common case.
 		b := &bound{st: *e.stmts[0]}
-		b.st.rebind(sql, sc, b.keys[:0])
+		b.st.rebind(sql, sc, b.keys[:0], b.lits[:0])
 		b.list[0] = &b.st
 		return b.list[:]
 	}
@@ -194,7 +194,7 @@ func (e *entry) bind(sql string, sc *scan) []*Statement {
 	copies := make([]Statement, len(e.stmts))
 	for i, t := range e.stmts {
 		copies[i] = *t
-		copies[i].rebind(sql, sc, nil)
+		copies[i].rebind(sql, sc, nil, nil)
 		out[i] = &copies[i]
 	}
 	return out
@@ -205,10 +205,12 @@ type bound struct {
 	st   Statement
 	list [1]*Statement
 	keys [1]Key
+	lits [4]span
 }
 
-// rebind points st's SQL and literal keys at sql, using keys' storage.
-func (st *Statement) rebind(sql string, sc *scan, keys []Key) {
+// rebind points st's SQL, literal keys and (for an auto-prepared
+// statement) literal tokens at sql, using the storage of keys and lits.
+func (st *Statement) rebind(sql string, sc *scan, keys []Key, lits []span) {
 	start, end := 0, len(sql)
 	if st.semiFrom >= 0 {
 		start = sc.semis[st.semiFrom] + 1
@@ -218,6 +220,15 @@ func (st *Statement) rebind(sql string, sc *scan, keys []Key) {
 	}
 	start, end = trimSpace(sql, start, end)
 	st.SQL = sql[start:end]
+	if st.Auto != nil {
+		// Same shape, same literal tokens in the same order.
+		for _, sp := range sc.lits {
+			if sp.start >= start && sp.end <= end {
+				lits = append(lits, span{start: sp.start - start, end: sp.end - start, class: sp.class})
+			}
+		}
+		st.lits = lits
+	}
 	if len(st.Keys) == 0 {
 		return
 	}

@@ -85,6 +85,9 @@ type Statement struct {
 	Err error
 	// Inner is the statement EXPLAIN (TESSERA) explains.
 	Inner *Statement
+	// Auto is the prepared form the router may run the statement as when
+	// it came alone in a simple-protocol Query (autoprepare.go), or nil.
+	Auto *AutoPrepared
 
 	// multiShard is the error of a Shard route whose keys reach more than
 	// one shard (a SELECT with ORDER BY and an IN list, say).
@@ -94,6 +97,9 @@ type Statement struct {
 	// start or end of the input); a cache hit with other literal values
 	// finds the statement's text by them.
 	semiFrom, semiTo int
+	// lits are the statement's literal tokens, offsets in SQL, when Auto
+	// is set: the values AppendAutoParams sends.
+	lits []span
 }
 
 // Kind says what a statement does.

@@ -37,6 +37,7 @@ type facts struct {
 	ranges []*pg_query.RangeVar // every RangeVar, CTE references included
 	ctes   map[string]bool      // names of WITH queries
 	consts []int32              // A_Const locations
+	params []int32              // locations of A_Consts a parameter may replace (autoprepare.go)
 	// crossShard names the first construct that cannot be answered by
 	// concatenating the results of several shards ("ORDER BY", ...).
 	crossShard string
@@ -61,8 +62,15 @@ func collect(n *pg_query.Node) *facts {
 		switch x := m.(type) {
 		case *pg_query.RangeVar:
 			f.ranges = append(f.ranges, x)
+			if strings.EqualFold(x.Relname, "pg_prepared_statements") {
+				// The session's prepared statements live in one backend:
+				// the session keeps it, and sees only its own there.
+				f.session |= Prepared
+			}
 		case *pg_query.A_Const:
 			f.consts = append(f.consts, x.Location)
+		case *pg_query.A_Expr:
+			f.paramFacts(x)
 		case *pg_query.CommonTableExpr:
 			if f.ctes == nil {
 				f.ctes = map[string]bool{}
@@ -109,6 +117,8 @@ const (
 const aggregateFunctions = "aggregate functions"
 
 func (f *facts) selectFacts(s *pg_query.SelectStmt) {
+	f.paramConst(s.LimitCount)
+	f.paramConst(s.LimitOffset)
 	switch s.Op {
 	case pg_query.SetOperation_SETOP_UNION:
 		f.cross("UNION")
@@ -155,6 +165,8 @@ func (f *facts) funcFacts(fc *pg_query.FuncCall) {
 	switch {
 	case sessionLocks[name]:
 		f.session |= AdvisoryLock
+	case name == "pg_prepared_statement":
+		f.session |= Prepared // what pg_prepared_statements shows
 	case name == "set_config" && !(len(fc.Args) == 3 && isTrue(fc.Args[2])):
 		f.session |= SessionConfig
 	}
