@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -45,6 +46,10 @@ type backend struct {
 	// connection. Names are content-derived, so a name present means the
 	// right statement is present.
 	prepared map[string]struct{}
+	// retired: the connection holds too many prepared statements
+	// (PoolConfig.MaxConnStatements); it takes no more pipelined batches
+	// and closes when it comes back to the pool.
+	retired atomic.Bool
 	broken   bool
 
 	// inflight counts the batches pipelined on the connection while it
@@ -59,6 +64,17 @@ type backend struct {
 	// is still on its way when the connection serves someone else.
 	cancelMu  sync.Mutex
 	cancelFor string
+}
+
+// notePrepared records statements now prepared on b, and retires b when
+// it holds more than max.
+func (b *backend) notePrepared(names []string, max int) {
+	for _, name := range names {
+		b.prepared[name] = struct{}{}
+	}
+	if len(b.prepared) > max {
+		b.retired.Store(true)
+	}
 }
 
 // recentlyIdle reports whether an idle connection may be used without a

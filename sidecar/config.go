@@ -103,6 +103,9 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("pool: %d pipelined connections (slow statement %s, stuck statement %s) is out of range",
 			p.PipelineConns, p.PipelineSlowStatement, p.PipelineStuckStatement))
 	}
+	if p.MaxConnStatements < 0 {
+		errs = append(errs, fmt.Errorf("pool: at most %d statements per connection is out of range", p.MaxConnStatements))
+	}
 	if p.MaxLifetime <= 0 || p.MaxWait <= 0 || p.IdleTimeout <= 0 || p.IdleInTransactionTimeout < 0 {
 		errs = append(errs, errors.New("pool: lifetimes and timeouts must be positive"))
 	}

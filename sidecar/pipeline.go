@@ -185,7 +185,7 @@ func (p *pool) share() *backend {
 	for _, b := range p.shared {
 		// One past its lifetime drains and goes back to the pool, which
 		// closes it.
-		if b.inflight >= maxPipelineDepth || now-b.pipe.headSince.Load() > int64(p.cfg.PipelineSlowStatement) || !wall.Before(b.expires) {
+		if b.inflight >= maxPipelineDepth || now-b.pipe.headSince.Load() > int64(p.cfg.PipelineSlowStatement) || !wall.Before(b.expires) || b.retired.Load() {
 			continue
 		}
 		if best == nil || b.inflight < best.inflight {
@@ -261,9 +261,7 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 		// this one do not prepare it again. Should the Parse fail, the
 		// batches behind it that use it read "prepared statement does not
 		// exist", and readShared forgets it for the ones after those.
-		for _, name := range injected {
-			b.prepared[name] = struct{}{}
-		}
+		b.notePrepared(injected, sess.pool.cfg.maxConnStatements())
 		frontend = append(prefix, frontend...)
 	}
 	t := sess.turn

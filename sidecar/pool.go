@@ -49,6 +49,23 @@ type PoolConfig struct {
 	// queued behind it, a wait no deadlock detector sees); this bounds
 	// what the batches behind it wait.
 	PipelineStuckStatement time.Duration
+	// MaxConnStatements bounds the content-named prepared statements one
+	// connection holds (each costs Postgres memory for its plan): a
+	// connection that passes it retires, closing when it next comes
+	// back, and its successor prepares what it needs afresh. 0 means
+	// defaultMaxConnStatements.
+	MaxConnStatements int
+}
+
+// defaultMaxConnStatements: an application's distinct statements rarely
+// number more; a few megabytes of plans per connection.
+const defaultMaxConnStatements = 500
+
+func (c *PoolConfig) maxConnStatements() int {
+	if c.MaxConnStatements > 0 {
+		return c.MaxConnStatements
+	}
+	return defaultMaxConnStatements
 }
 
 // recentlyUsed is how long after its last use a connection is trusted to
@@ -68,6 +85,7 @@ var DefaultPoolConfig = PoolConfig{
 	PipelineConns:            runtime.NumCPU(),
 	PipelineSlowStatement:    time.Millisecond,
 	PipelineStuckStatement:   100 * time.Millisecond,
+	MaxConnStatements:        defaultMaxConnStatements,
 }
 
 // pool holds the connections of one (database, user). Connections are
@@ -179,7 +197,7 @@ func (p *pool) wakeOne() {
 
 // put returns a connection. A broken or expired one is closed instead.
 func (p *pool) put(b *backend) {
-	keep := !b.broken && b.txStatus == 'I' && time.Now().Before(b.expires)
+	keep := !b.broken && b.txStatus == 'I' && time.Now().Before(b.expires) && !b.retired.Load()
 	p.mu.Lock()
 	keep = keep && !p.closed
 	if keep {

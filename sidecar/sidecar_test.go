@@ -149,6 +149,37 @@ func TestPreparedStatementsFollowTheSessionAcrossBackends(t *testing.T) {
 	query(t, a, pb.Mode_STATEMENT, "ROLLBACK")
 }
 
+// TestConnectionWithTooManyStatementsRetires: a connection that holds more
+// than MaxConnStatements prepared statements closes when it comes back,
+// and the next batch prepares what it needs on a fresh one.
+func TestConnectionWithTooManyStatementsRetires(t *testing.T) {
+	t.Parallel()
+	cfg := sidecar.DefaultPoolConfig
+	cfg.MaxConnStatements, cfg.PipelineConns = 2, 0
+	srv := startSidecar(t, shared, cfg)
+	s := open(t, dial(t, srv))
+	pid := func(i int) string {
+		stmt := &pb.PreparedStatement{Name: fmt.Sprintf("tsr_retire_%d", i), Query: fmt.Sprintf("SELECT pg_backend_pid()::text || ' %d'", i)}
+		r := run(t, s, &pb.Batch{Mode: pb.Mode_STATEMENT, Prepared: []*pb.PreparedStatement{stmt}, Frontend: encode(t,
+			&pgproto3.Bind{PreparedStatement: stmt.Name}, &pgproto3.Execute{}, &pgproto3.Sync{})})
+		got, ok := strings.CutSuffix(r.one(t), fmt.Sprintf(" %d", i))
+		if !ok {
+			t.Fatalf("statement %d answered %v", i, r)
+		}
+		return got
+	}
+	first := pid(1)
+	if p := pid(2); p != first {
+		t.Fatalf("within the limit the connection changed: %s then %s", first, p)
+	}
+	if p := pid(3); p != first {
+		t.Fatalf("the statement past the limit ran elsewhere: %s then %s", first, p)
+	}
+	if p := pid(1); p == first {
+		t.Errorf("a connection holding 3 statements (limit 2) served again")
+	}
+}
+
 func TestMaxWaitExceeded(t *testing.T) {
 	t.Parallel()
 	cfg := sidecar.DefaultPoolConfig
