@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -61,6 +62,26 @@ you like against one cluster.`,
 	cmd.Flags().StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:6432", "address clients connect to")
 	cmd.Flags().StringVar(&cfg.TLSCertFile, "tls-cert", "", "certificate for client SSL")
 	cmd.Flags().StringVar(&cfg.TLSKeyFile, "tls-key", "", "key for client SSL")
+	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)
 	debugFlag(cmd, &debugAddr)
 	return cmd
+}
+
+// autoPrepareFlag registers --auto-prepare, which sets the router's
+// default for tessera.auto_prepare.
+func autoPrepareFlag(cmd *cobra.Command, off *bool) {
+	cmd.Flags().Var((*negatedBool)(off), "auto-prepare", "run simple-protocol reads as prepared statements unless a session sets tessera.auto_prepare = off (--auto-prepare=false: only where a session sets it on)")
+	cmd.Flags().Lookup("auto-prepare").NoOptDefVal = "true"
+}
+
+// negatedBool is a flag whose value is the opposite of the field it sets,
+// so that a Config's zero value is the default.
+type negatedBool bool
+
+func (b *negatedBool) String() string { return strconv.FormatBool(!bool(*b)) }
+func (b *negatedBool) Type() string   { return "bool" }
+func (b *negatedBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	*b = negatedBool(!v)
+	return err
 }

@@ -267,6 +267,7 @@ func (c *Cluster) startRouter(ctx context.Context) error {
 		Logger:      c.log,
 		// The sidecars run in this process.
 		InProcessSidecars: !c.cfg.RouterOverSockets,
+		NoAutoPrepare:     c.cfg.NoAutoPrepare,
 	})
 	if err != nil {
 		return err

@@ -65,6 +65,9 @@ type Config struct {
 	// autocommit statements share, pipelined: 0 means their default (one
 	// per CPU), a negative number none.
 	PipelineConns int
+	// NoAutoPrepare turns the router's auto-prepare off by default
+	// (router.Config.NoAutoPrepare).
+	NoAutoPrepare bool
 	Logger        *slog.Logger
 }
 

@@ -34,6 +34,10 @@ type Config struct {
 	// process (tessera dev) go by function call instead of its socket:
 	// one hop, as PgBouncer is.
 	InProcessSidecars bool
+	// NoAutoPrepare makes tessera.auto_prepare off by default: simple-
+	// protocol reads run as written unless a session sets it on
+	// (autoprepare.go).
+	NoAutoPrepare bool
 	// Buffer bounds query buffering during primary changes (buffer.go).
 	Buffer BufferConfig
 	Logger *slog.Logger

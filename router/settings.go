@@ -23,8 +23,16 @@ type sessionSettings struct {
 	txMode string // tessera.tx_mode: "multi" (default) or "single"
 	fanout string // tessera.fanout: "scatter" (default), "multi" or "single"
 	target string // tessera.target: "primary" (default) or "replica"
-	// tessera.auto_prepare: "on" (default) or "off" (autoprepare.go)
-	autoPrep string
+	// tessera.auto_prepare: "on" or "off" (autoprepare.go); its
+	// default is the router's (Config.NoAutoPrepare).
+	autoPrep, autoPrepDefault string
+}
+
+func autoPrepDefault(off bool) string {
+	if off {
+		return "off"
+	}
+	return "on"
 }
 
 // set records a Postgres setting.
@@ -128,14 +136,19 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 	case "tessera.target":
 		return pick(s.target, "primary"), nil
 	case "tessera.auto_prepare":
-		return pick(s.autoPrep, "on"), nil
+		return pick(s.autoPrep, pick(s.autoPrepDefault, "on")), nil
 	}
 	return "", pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
 }
 
 func (s *sessionSettings) replica() bool { return s.target == "replica" }
 
-func (s *sessionSettings) autoPrepare() bool { return s.autoPrep != "off" }
+func (s *sessionSettings) autoPrepare() bool {
+	if s.autoPrep == "" || s.autoPrep == "default" {
+		return s.autoPrepDefault != "off"
+	}
+	return s.autoPrep == "on"
+}
 
 // startupSetting takes a setting from the startup packet.
 func (c *clientConn) startupSetting(name, value string) error {
