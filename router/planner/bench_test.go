@@ -22,6 +22,26 @@ func BenchmarkPlanCacheHit(b *testing.B) {
 	}
 }
 
+// BenchmarkAutoParams is BenchmarkPlanCacheHit plus what auto-prepare
+// adds to a simple-protocol lookup: its parameter values, appended to a
+// reused buffer.
+func BenchmarkAutoParams(b *testing.B) {
+	p, top := New(1024), testTop(b)
+	p.Plan(top, 1, testSchema, store("SELECT * FROM customers WHERE customer_id = 7"))
+	var buf []byte
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		stmts, err := p.Plan(top, 1, testSchema, pointLookups[i&1])
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ok bool
+		if buf, ok = stmts[0].AppendAutoParams(buf[:0]); !ok {
+			b.Fatal("no prepared form")
+		}
+	}
+}
+
 // BenchmarkPlanCacheHitSameText plans the same text again (the extended
 // protocol, values in parameters): the cached statements are returned.
 func BenchmarkPlanCacheHitSameText(b *testing.B) {
