@@ -50,7 +50,7 @@ type backend struct {
 	// (PoolConfig.MaxConnStatements); it takes no more pipelined batches
 	// and closes when it comes back to the pool.
 	retired atomic.Bool
-	broken   bool
+	broken  bool
 
 	// inflight counts the batches pipelined on the connection while it
 	// is shared (pipeline.go), under the pool's mutex; pipe orders them.
