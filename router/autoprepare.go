@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/router/planner"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
@@ -57,7 +56,7 @@ func (c *clientConn) simpleStatement(ctx context.Context, r *routed, st *planner
 // record of prepared statements wrong).
 func (c *clientConn) mayAutoPrepare(r *routed, st *planner.Statement) bool {
 	return st.Auto != nil && r.kind == kindRegular && r.err == nil && r.mode == routeOne && r.autocommit &&
-		!c.tx.active && !c.sessionPinned && !r.sessionState && c.settings.autoPrepare() && st.Auto.Usable()
+		!c.tx.active && !c.sessionPinned && c.settings.autoPrepare() && st.Auto.Usable()
 }
 
 // autoStatement returns the sidecar's description of an auto-prepared
@@ -122,9 +121,4 @@ func dropBindComplete(chunk []byte) []byte {
 		return chunk[5:]
 	}
 	return chunk
-}
-
-// errAutoPrepareValue is the error for a bad tessera.auto_prepare.
-func errAutoPrepareValue(value string) error {
-	return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.auto_prepare": %q (on or off)`, value)
 }

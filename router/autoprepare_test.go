@@ -45,22 +45,17 @@ func simpleAnswer(t *testing.T, fe *pgproto3.Frontend, sql string) string {
 }
 
 // TestAutoPreparedReadsAnswerAsWritten: reads the router runs as prepared
-// statements answer exactly, byte for byte, as Postgres answers their text, past the
-// point where Postgres switches to a generic plan, and errors keep their
-// positions.
+// statements answer exactly, byte for byte, as Postgres answers their
+// text, past the point where Postgres switches to a generic plan, and
+// errors keep their positions.
 func TestAutoPreparedReadsAnswerAsWritten(t *testing.T) {
-	ctx := context.Background()
 	conn := connect(t, "postgres")
-	for _, sql := range []string{
+	mustExec(t, conn,
 		"CREATE TABLE IF NOT EXISTS ap_items (id int PRIMARY KEY, name text, price numeric, tags text[], big bigint)",
 		"TRUNCATE ap_items",
 		"INSERT INTO ap_items SELECT g, 'n' || g, g * 1.25, ARRAY['a', 't' || g], g::bigint << 33 FROM generate_series(1, 50) g",
 		"INSERT INTO ap_items VALUES (51, 'it''s', 0, '{}', 0)",
-	} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	)
 	routed, shard := hijacked(t, dsn("postgres")), hijacked(t, shardDSN(t, "shard-0", "postgres"))
 	for _, sql := range []string{
 		"SELECT * FROM ap_items WHERE id = 3",
@@ -97,16 +92,12 @@ func TestAutoPreparedReadsAnswerAsWritten(t *testing.T) {
 func TestSimpleReadRunsPrepared(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t, "postgres")
-	for _, sql := range []string{
+	mustExec(t, conn,
 		"CREATE TABLE IF NOT EXISTS ap_sleepers (id int PRIMARY KEY)",
 		"INSERT INTO ap_sleepers VALUES (42) ON CONFLICT DO NOTHING",
 		"CREATE OR REPLACE FUNCTION ap_nap() RETURNS boolean LANGUAGE sql AS $$ SELECT true FROM pg_sleep(1) $$",
 		"CREATE OR REPLACE VIEW ap_sleepy AS SELECT id FROM ap_sleepers WHERE ap_nap()",
-	} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	)
 	shard := direct(t, "shard-0", "postgres")
 	for _, tc := range []struct{ setting, want string }{
 		{"on", "SELECT id FROM ap_sleepy WHERE id = $1"},

@@ -85,6 +85,17 @@ func connect(t *testing.T, database string) *pgx.Conn {
 	return conn
 }
 
+// mustExec runs each statement on conn in turn, failing the test at the
+// first error.
+func mustExec(t *testing.T, conn *pgx.Conn, sqls ...string) {
+	t.Helper()
+	for _, sql := range sqls {
+		if _, err := conn.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
 // direct connects to a shard's primary, bypassing the router.
 func direct(t *testing.T, shard, database string) *pgx.Conn {
 	t.Helper()

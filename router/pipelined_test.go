@@ -189,16 +189,12 @@ func TestBatchWithAWriteIsNotPipelined(t *testing.T) {
 func TestReadCallingAWritingFunctionRunsOnce(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t, "store")
-	for _, sql := range []string{
+	mustExec(t, conn,
 		"CREATE TABLE IF NOT EXISTS pipelined_bumps (n int)",
 		"DELETE FROM pipelined_bumps",
 		"INSERT INTO pipelined_bumps VALUES (0)",
 		"CREATE OR REPLACE FUNCTION pipelined_bump() RETURNS text LANGUAGE sql AS $$ UPDATE pipelined_bumps SET n = n + 1 RETURNING repeat('x', 300000) $$",
-	} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	)
 	t.Cleanup(func() {
 		if _, err := conn.Exec(context.Background(), "DROP FUNCTION pipelined_bump(); DROP TABLE pipelined_bumps"); err != nil {
 			t.Errorf("cleaning up: %v", err)

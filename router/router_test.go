@@ -124,14 +124,10 @@ func TestSimpleQueriesAndErrors(t *testing.T) {
 func TestShardedStore(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t, "store")
-	for _, ddl := range []string{
+	mustExec(t, conn,
 		"CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)",
 		"CREATE TABLE IF NOT EXISTS orders (order_id bigint, customer_id bigint, total numeric, PRIMARY KEY (customer_id, order_id))",
-	} {
-		if _, err := conn.Exec(ctx, ddl); err != nil {
-			t.Fatalf("%s: %v", ddl, err)
-		}
-	}
+	)
 	for _, shard := range []string{"shard-0", "customer-shard-1", "customer-shard-2"} {
 		var ok bool
 		if err := direct(t, shard, "store").QueryRow(ctx, "SELECT to_regclass('customers') IS NOT NULL").Scan(&ok); err != nil || !ok {

@@ -111,7 +111,7 @@ func (s *sessionSettings) setTessera(name, value string) error {
 			value = "off"
 		case "default":
 		default:
-			return errAutoPrepareValue(value)
+			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.auto_prepare": %q (on or off)`, value)
 		}
 		s.autoPrep = value
 	default:

@@ -66,12 +66,9 @@ type backend struct {
 	cancelFor string
 }
 
-// notePrepared records statements now prepared on b, and retires b when
-// it holds more than max.
-func (b *backend) notePrepared(names []string, max int) {
-	for _, name := range names {
-		b.prepared[name] = struct{}{}
-	}
+// limitStatements retires b once it holds more than max prepared
+// statements; callers check after recording new ones.
+func (b *backend) limitStatements(max int) {
 	if len(b.prepared) > max {
 		b.retired.Store(true)
 	}

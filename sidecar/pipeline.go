@@ -261,7 +261,10 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 		// this one do not prepare it again. Should the Parse fail, the
 		// batches behind it that use it read "prepared statement does not
 		// exist", and readShared forgets it for the ones after those.
-		b.notePrepared(injected, sess.pool.cfg.maxConnStatements())
+		for _, name := range injected {
+			b.prepared[name] = struct{}{}
+		}
+		b.limitStatements(sess.pool.cfg.maxConnStatements())
 		frontend = append(prefix, frontend...)
 	}
 	t := sess.turn

@@ -289,13 +289,10 @@ func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
 	if errors.Is(err, errNotSent) {
 		return err
 	}
-	if stripped > 0 {
-		names := make([]string, stripped)
-		for i, ps := range injected[:stripped] {
-			names[i] = ps.Name
-		}
-		b.notePrepared(names, sess.pool.cfg.maxConnStatements())
+	for _, ps := range injected[:stripped] {
+		b.prepared[ps.Name] = struct{}{}
 	}
+	b.limitStatements(sess.pool.cfg.maxConnStatements())
 	sess.copyIn = last.copyIn && err == nil && !b.broken
 	sess.keepOrRelease(b, req.Mode, sess.copyIn)
 	if err != nil {
