@@ -23,9 +23,13 @@ type DrainInput struct {
 
 // openTransactions counts the client transactions open on an instance,
 // its own query's excepted. Routers keep a transaction's backend for the
-// whole transaction, so an idle-in-transaction session counts.
+// whole transaction, so an idle-in-transaction session counts. pgmanager's
+// own status queries (application_name pgmanager, polled every second by
+// the sidecar's health loop) are not clients' work: counted, they made a
+// drain see a transaction in about one poll in 300.
 const openTransactions = `SELECT count(*) FROM pg_catalog.pg_stat_activity
-WHERE backend_type = 'client backend' AND xact_start IS NOT NULL AND pid <> pg_backend_pid()`
+WHERE backend_type = 'client backend' AND xact_start IS NOT NULL AND pid <> pg_backend_pid()
+  AND application_name IS DISTINCT FROM 'pgmanager'`
 
 // DrainTransactions waits, up to in.Wait, until no client transaction is
 // open on the instance, and returns how many still were when it stopped
