@@ -77,6 +77,25 @@ var routeCases = []struct {
 	{"SELECT name FROM customers UNION SELECT name FROM customers", nil, "select error 0A000"},
 	{"SELECT count(*) FROM customers WHERE customer_id = 42", nil, "select shard customer-shard-1"},
 	{"SELECT * FROM customers WHERE customer_id IN (1, 42) ORDER BY name", nil, "select error 0A000"},
+	// Every clause counts, whatever comes with it (issue #16: a LIMIT hid
+	// the rest).
+	{"SELECT DISTINCT name FROM customers LIMIT 10", nil, "select error 0A000"},
+	{"SELECT DISTINCT ON (name) name FROM customers LIMIT 10", nil, "select error 0A000"},
+	{"SELECT name FROM customers GROUP BY name LIMIT 10", nil, "select error 0A000"},
+	{"SELECT customer_id FROM customers GROUP BY customer_id ORDER BY customer_id LIMIT 10", nil, "select error 0A000"},
+	{"SELECT DISTINCT customer_id FROM customers ORDER BY customer_id LIMIT 10", nil, "select error 0A000"},
+	{"SELECT name FROM customers GROUP BY name HAVING count(*) > 1 LIMIT 10", nil, "select error 0A000"},
+	{"SELECT 1 FROM customers HAVING count(*) > 1 LIMIT 10", nil, "select error 0A000"},
+	{"SELECT name FROM customers GROUP BY DISTINCT name LIMIT 10", nil, "select error 0A000"},
+	{"SELECT customer_id, row_number() OVER w FROM customers WINDOW w AS (ORDER BY name) LIMIT 10", nil, "select error 0A000"},
+	{"SELECT customer_id FROM customers WINDOW w AS (ORDER BY name) LIMIT 10", nil, "select error 0A000"},
+	{"SELECT customer_id FROM customers ORDER BY customer_id OFFSET 2", nil, "select error 0A000"},
+	{"SELECT customer_id FROM customers ORDER BY customer_id FETCH FIRST 3 ROWS WITH TIES", nil, "select error 0A000"},
+	{"SELECT customer_id FROM customers ORDER BY count(*) OVER () LIMIT 3", nil, "select error 0A000"},
+	{"SELECT * FROM (SELECT DISTINCT name FROM customers LIMIT 3) d", nil, "select error 0A000"},
+	{"SELECT DISTINCT name FROM customers WHERE customer_id = 42 LIMIT 10", nil, "select shard customer-shard-1"},
+	{"SELECT DISTINCT name FROM customers WHERE customer_id IN (1, 42) LIMIT 10", nil, "select error 0A000"},
+
 	{"SELECT * FROM customers WHERE customer_id IN (42, 42) ORDER BY name", nil, "select shard customer-shard-1"},
 	// Writes.
 	{"INSERT INTO customers (customer_id, name) VALUES (42, 'a')", nil, "insert shard customer-shard-1"},
@@ -233,6 +252,8 @@ func TestUnsupportedMessages(t *testing.T) {
 		"SELECT * FROM customers JOIN orders USING (customer_id)":                                 "a cross-shard join is not supported yet (no shard-key equality on the tables of group customer_data)",
 		"SELECT * FROM customers JOIN audit_log USING (customer_id)":                              "a join across shard groups customer_data and main is not supported yet (store.public.customers, store.public.audit_log)",
 		"SELECT sum(x) OVER () FROM customers":                                                    "window functions across shards is not supported yet (the query reaches every shard of group customer_data)",
+		"SELECT DISTINCT name FROM customers LIMIT 10":                                            "DISTINCT across shards is not supported yet (the query reaches every shard of group customer_data)",
+		"SELECT name FROM customers GROUP BY name ORDER BY name LIMIT 10":                         "GROUP BY across shards is not supported yet (the query reaches every shard of group customer_data)",
 	} {
 		st := planOne(t, p, xx, store(sql))
 		_, err := st.Shards(nil)
