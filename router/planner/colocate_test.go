@@ -95,10 +95,19 @@ func TestColocation(t *testing.T) {
 		}
 	}
 
+	// The keys of a table not joined by the shard key must reach the
+	// routing key's shard, which EXPLAIN (TESSERA) says.
+	st := planOne(t, p, xx, store("EXPLAIN (TESSERA) SELECT * FROM customers c, orders o WHERE c.customer_id = 42 AND o.customer_id = $1"))
+	got := strings.Join(st.Describe(params(int32(1))), "\n")
+	if !strings.Contains(got, "Key: customer_id = $1 (int4, shard index customer_id_xxhash), of another table: must reach the same one shard") ||
+		!strings.HasSuffix(got, "Error: 0A000: a join not on the shard key across shards is not supported yet (its shard-key values reach more than one shard of group customer_data)") {
+		t.Errorf("got\n%s", got)
+	}
+
 	// Tables routed by different indexes are not colocated, even on
 	// equal keys.
 	mod := parseTopology(t, strings.Replace(storeTopology(t), `"shard_index": "customer_id_xxhash"`, `"shard_index": "customer_id_mod"`, 1))
-	st := planOne(t, p, mod, store("SELECT * FROM customers c JOIN orders o ON o.customer_id = c.customer_id WHERE c.customer_id = 42"))
+	st = planOne(t, p, mod, store("SELECT * FROM customers c JOIN orders o ON o.customer_id = c.customer_id WHERE c.customer_id = 42"))
 	if got := summary(st, nil); got != "select error 0A000" {
 		t.Errorf("join of tables routed by other indexes: %s", got)
 	}
