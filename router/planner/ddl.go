@@ -15,7 +15,7 @@ import (
 func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 	st.Kind = Utility
 	c.authoritative(st)
-	refs, err := c.resolveTables(f, nil, nil)
+	refs, err := c.resolveTables(f, nil)
 	if err == nil {
 		refs, err = c.droppedTables(n.GetDropStmt(), refs)
 	}

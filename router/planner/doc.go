@@ -16,18 +16,41 @@
 //     alone or in a conjunction, on a shard-key column (or, for reads and
 //     UPDATE/DELETE, an alternate index's column), where v is a literal or
 //     a parameter, possibly cast; INSERT ... VALUES with the key column in
-//     its column list. Joins of tables of one sharded group are assumed to
-//     be on the shard key (colocated) and follow a key predicate on any of
-//     them.
+//     its column list.
 //   - Scatter: every shard of the group, for a SELECT, UPDATE or DELETE
 //     without a usable key predicate. A SELECT that needs the rows of
 //     several shards combined (ORDER BY and LIMIT beyond what Merge can
 //     do: a top-level LIMIT, alone or after ORDER BY integer output
 //     columns; OFFSET; aggregates other than a list of counts, which
-//     Merge sums; GROUP
-//     BY, HAVING, DISTINCT, window functions, UNION/INTERSECT/EXCEPT,
-//     anywhere in the statement) is refused with SQLSTATE 0A000 when it
-//     would reach more than one shard.
+//     Merge sums; GROUP BY, HAVING, DISTINCT, window functions,
+//     UNION/INTERSECT/EXCEPT, anywhere in the statement, each clause
+//     counted whatever comes with it) is refused with SQLSTATE 0A000 when
+//     it would reach more than one shard.
+//
+// # Several sharded tables
+//
+// Nothing is assumed of joins (colocate.go). Two occurrences of sharded
+// tables are colocated by an equality of their shard-key columns (tables
+// routed by the same index, with types that route alike) among the
+// conjuncts of a WHERE or an inner join's ON or USING, an outer join's ON
+// (restricting the nullable side), a correlated subquery's WHERE, or as
+// k IN (SELECT k FROM ...) of a plain subquery; transitively.
+//
+//   - If every sharded occurrence is colocated with a table that has a row
+//     in every answer row (one of the FROM outside an outer join's
+//     nullable side, or required non-null by WHERE), each answer row is
+//     made of one shard's rows: the statement routes by a key predicate
+//     restricting that table, or scatters.
+//   - Otherwise it may run on one shard only: every occurrence must be
+//     restricted by its own key predicate or colocated with one that is,
+//     and all those predicates' values must reach one shard (Key.Separate;
+//     checked by Shards). Else it is refused with 0A000, "a join not on
+//     the shard key": a scatter would miss rows pairing across shards, and
+//     would repeat on every shard the rows of reference tables that no
+//     sharded row anchors.
+//
+// Reference tables join with anything on the shards holding them; a table
+// of a single-shard group joins sharded tables of no other group.
 //   - Everywhere: DDL, roles and databases on every shard of the topology
 //     (simpler than working out the groups involved, and never wrong);
 //     TRUNCATE, LOCK and maintenance on the shards of their tables; writes
@@ -35,10 +58,13 @@
 //   - Router: transaction control, SET/RESET, DISCARD, FETCH/MOVE/CLOSE,
 //     EXPLAIN (TESSERA) and the empty query, which the router handles.
 //
-// Not supported (0A000): joins across groups or across shards without a
-// key, INSERT without the key into a sharded table (without a column list,
+// Not supported (0A000): joins across groups or across shards not on the
+// shard key, INSERT without the key into a sharded table (without a column list,
 // the values fill the columns in the order Schema.ColumnNames gives),
-// INSERT ... SELECT into one, a
+// INSERT ... SELECT into one, or an INSERT into one that reads another
+// sharded table, INSERT or MERGE in a WITH query into a sharded or
+// reference table, UPDATE or DELETE in a WITH query of a reference table,
+// a
 // multi-row INSERT whose rows land on different shards that cannot be
 // split by row (a WITH clause, a subquery in RETURNING, RETURNING with ON
 // CONFLICT DO NOTHING; Shards reports the others with ErrSplitInsert and

@@ -60,3 +60,11 @@ func everyShard(group string) string {
 func severalShards(group string) string {
 	return fmt.Sprintf("its shard-key values reach more than one shard of group %s", group)
 }
+
+// joinNotOnShardKey names what a statement needs when its sharded tables'
+// rows may pair across shards.
+const joinNotOnShardKey = "a join not on the shard key"
+
+func notRestricted(table TableName, group string) string {
+	return fmt.Sprintf("%s is neither joined by its shard key to the rows the statement answers nor restricted to one shard of group %s by a shard-key value", table, group)
+}

@@ -140,6 +140,8 @@ func (k *Key) describe(perRow bool) string {
 	switch {
 	case k.Check:
 		line += fmt.Sprintf(", row %d, checked against the row's placement", k.Row+1)
+	case k.Separate:
+		line += ", of another table: must reach the same one shard"
 	case perRow:
 		line += fmt.Sprintf(", row %d", k.Row+1)
 	}

@@ -70,6 +70,9 @@ func FuzzPlan(f *testing.F) {
 	for _, c := range routeCases {
 		f.Add(c.sql)
 	}
+	for _, c := range colocationCases {
+		f.Add(c.sql)
+	}
 	top := loadTopology(f, "store_xxhash.json")
 	f.Fuzz(func(t *testing.T, sql string) { checkCacheSafety(t, top, sql) })
 }

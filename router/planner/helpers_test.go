@@ -144,3 +144,13 @@ func errCode(err error) string {
 	}
 	return pe.Code
 }
+
+// storeTopology is the text of store_xxhash.json.
+func storeTopology(t testing.TB) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "testdata", "topologies", "store_xxhash.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(doc)
+}

@@ -26,59 +26,43 @@ func (p *keyPredicate) better(than *keyPredicate) bool {
 	return len(p.keys) < len(than.keys)
 }
 
-// whereKeys finds the best shard-key predicate on one of tables among the
-// conjuncts of where and makes st a Shard route by it. Any conjunct will
-// do: a row that satisfies the conjunction satisfies each conjunct.
-func (c *planCtx) whereKeys(st *Statement, where *pg_query.Node, tables []*tableRef) bool {
-	var best *keyPredicate
-	var bestRef *tableRef
-	for _, n := range conjuncts(where, nil) {
-		ax := n.GetAExpr()
-		if ax == nil || !isEquals(ax.Name) {
-			continue
+// keyOf reads a conjunct col = v, v = col or col IN (v, ...) as a key
+// predicate, if lookup resolves col to a shard-key (or alternate) column
+// of a table and every v is a routable value. Any conjunct will do: a row
+// that satisfies the conjunction satisfies each conjunct.
+func (c *planCtx) keyOf(ax *pg_query.A_Expr, lookup func(*pg_query.ColumnRef) (*tableRef, string, *topo.ShardIndex)) (*keyPredicate, *tableRef, error) {
+	var col *pg_query.ColumnRef
+	var values []*pg_query.Node
+	switch ax.Kind {
+	case pg_query.A_Expr_Kind_AEXPR_OP:
+		if col = ax.Lexpr.GetColumnRef(); col != nil {
+			values = []*pg_query.Node{ax.Rexpr}
+		} else if col = ax.Rexpr.GetColumnRef(); col != nil {
+			values = []*pg_query.Node{ax.Lexpr}
 		}
-		var col *pg_query.ColumnRef
-		var values []*pg_query.Node
-		switch ax.Kind {
-		case pg_query.A_Expr_Kind_AEXPR_OP:
-			if col = ax.Lexpr.GetColumnRef(); col != nil {
-				values = []*pg_query.Node{ax.Rexpr}
-			} else if col = ax.Rexpr.GetColumnRef(); col != nil {
-				values = []*pg_query.Node{ax.Lexpr}
-			}
-		case pg_query.A_Expr_Kind_AEXPR_IN:
-			col, values = ax.Lexpr.GetColumnRef(), ax.Rexpr.GetList().GetItems()
-		}
-		if col == nil || len(values) == 0 {
-			continue
-		}
-		ref, column, ix := columnIndex(col, tables)
-		if ref == nil {
-			continue
-		}
-		typ, err := c.columnType(ref.name, column)
-		if err != nil {
-			st.Err = err
-			return false
-		}
-		p := &keyPredicate{alternate: ix != ref.place.Index}
-		for _, v := range values {
-			k, ok := c.valueKey(v, typ, ix, column)
-			if !ok {
-				p = nil
-				break
-			}
-			p.keys = append(p.keys, k)
-		}
-		if p != nil && p.better(best) {
-			best, bestRef = p, ref
-		}
+	case pg_query.A_Expr_Kind_AEXPR_IN:
+		col, values = ax.Lexpr.GetColumnRef(), ax.Rexpr.GetList().GetItems()
 	}
-	if best == nil {
-		return false
+	if col == nil || len(values) == 0 {
+		return nil, nil, nil
 	}
-	st.Route, st.Placement, st.Keys = Shard, bestRef.place, best.keys
-	return true
+	ref, column, ix := lookup(col)
+	if ref == nil {
+		return nil, nil, nil
+	}
+	typ, err := c.columnType(ref.name, column)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &keyPredicate{alternate: ix != ref.place.Index}
+	for _, v := range values {
+		k, ok := c.valueKey(v, typ, ix, column)
+		if !ok {
+			return nil, nil, nil
+		}
+		p.keys = append(p.keys, k)
+	}
+	return p, ref, nil
 }
 
 // conjuncts flattens the AND tree of a WHERE clause.
@@ -103,7 +87,8 @@ func isEquals(name []*pg_query.Node) bool {
 // columnIndex finds which of tables a column reference names a shard-key
 // column of, and the index that routes by it: the placement's, or an
 // alternate. An unqualified column is taken for the first table with a
-// shard key of that name (in a colocated join they route alike).
+// shard key of that name (if two tables have it, Postgres refuses it as
+// ambiguous).
 func columnIndex(cr *pg_query.ColumnRef, tables []*tableRef) (*tableRef, string, *topo.ShardIndex) {
 	var parts []string
 	for _, f := range cr.Fields {
@@ -129,8 +114,12 @@ func columnIndex(cr *pg_query.ColumnRef, tables []*tableRef) (*tableRef, string,
 }
 
 // qualifies reports whether a column qualifier (none, table or alias,
-// schema.table, db.schema.table) names r.
+// schema.table, db.schema.table) names r. An aliased table is known by
+// its alias only.
 func qualifies(q []string, r *tableRef) bool {
+	if len(q) > 1 && r.rv.GetAlias() != nil {
+		return false
+	}
 	switch len(q) {
 	case 0:
 		return true

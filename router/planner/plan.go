@@ -104,13 +104,11 @@ func (c *planCtx) dispatch(st *Statement, n *pg_query.Node, f *facts) {
 	case *pg_query.Node_UpdateStmt:
 		st.Kind = Update
 		up := x.UpdateStmt
-		c.planQuery(st, &query{kind: Update, target: up.Relation, from: fromTables(up.FromClause, nil),
-			where: up.WhereClause, sets: up.TargetList}, f)
+		c.planQuery(st, &query{kind: Update, target: up.Relation, sets: up.TargetList, update: up}, f)
 	case *pg_query.Node_DeleteStmt:
 		st.Kind = Delete
 		del := x.DeleteStmt
-		c.planQuery(st, &query{kind: Delete, target: del.Relation, from: fromTables(del.UsingClause, nil),
-			where: del.WhereClause}, f)
+		c.planQuery(st, &query{kind: Delete, target: del.Relation, delete: del}, f)
 	case *pg_query.Node_MergeStmt:
 		st.Kind = Merge
 		c.planQuery(st, &query{kind: Merge, target: x.MergeStmt.Relation}, f)
@@ -140,7 +138,7 @@ func (c *planCtx) planSelect(st *Statement, sel *pg_query.SelectStmt, f *facts) 
 	}
 	q := &query{kind: Select, read: true, sel: sel}
 	if sel.Op == pg_query.SetOperation_SETOP_NONE {
-		q.from, q.where = fromTables(sel.FromClause, nil), sel.WhereClause
+		q.from = fromTables(sel.FromClause, nil)
 	}
 	c.planQuery(st, q, f)
 }

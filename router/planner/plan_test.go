@@ -77,6 +77,25 @@ var routeCases = []struct {
 	{"SELECT name FROM customers UNION SELECT name FROM customers", nil, "select error 0A000"},
 	{"SELECT count(*) FROM customers WHERE customer_id = 42", nil, "select shard customer-shard-1"},
 	{"SELECT * FROM customers WHERE customer_id IN (1, 42) ORDER BY name", nil, "select error 0A000"},
+	// Every clause counts, whatever comes with it (issue #16: a LIMIT hid
+	// the rest).
+	{"SELECT DISTINCT name FROM customers LIMIT 10", nil, "select error 0A000"},
+	{"SELECT DISTINCT ON (name) name FROM customers LIMIT 10", nil, "select error 0A000"},
+	{"SELECT name FROM customers GROUP BY name LIMIT 10", nil, "select error 0A000"},
+	{"SELECT customer_id FROM customers GROUP BY customer_id ORDER BY customer_id LIMIT 10", nil, "select error 0A000"},
+	{"SELECT DISTINCT customer_id FROM customers ORDER BY customer_id LIMIT 10", nil, "select error 0A000"},
+	{"SELECT name FROM customers GROUP BY name HAVING count(*) > 1 LIMIT 10", nil, "select error 0A000"},
+	{"SELECT 1 FROM customers HAVING count(*) > 1 LIMIT 10", nil, "select error 0A000"},
+	{"SELECT name FROM customers GROUP BY DISTINCT name LIMIT 10", nil, "select error 0A000"},
+	{"SELECT customer_id, row_number() OVER w FROM customers WINDOW w AS (ORDER BY name) LIMIT 10", nil, "select error 0A000"},
+	{"SELECT customer_id FROM customers WINDOW w AS (ORDER BY name) LIMIT 10", nil, "select error 0A000"},
+	{"SELECT customer_id FROM customers ORDER BY customer_id OFFSET 2", nil, "select error 0A000"},
+	{"SELECT customer_id FROM customers ORDER BY customer_id FETCH FIRST 3 ROWS WITH TIES", nil, "select error 0A000"},
+	{"SELECT customer_id FROM customers ORDER BY count(*) OVER () LIMIT 3", nil, "select error 0A000"},
+	{"SELECT * FROM (SELECT DISTINCT name FROM customers LIMIT 3) d", nil, "select error 0A000"},
+	{"SELECT DISTINCT name FROM customers WHERE customer_id = 42 LIMIT 10", nil, "select shard customer-shard-1"},
+	{"SELECT DISTINCT name FROM customers WHERE customer_id IN (1, 42) LIMIT 10", nil, "select error 0A000"},
+
 	{"SELECT * FROM customers WHERE customer_id IN (42, 42) ORDER BY name", nil, "select shard customer-shard-1"},
 	// Writes.
 	{"INSERT INTO customers (customer_id, name) VALUES (42, 'a')", nil, "insert shard customer-shard-1"},
@@ -103,15 +122,15 @@ var routeCases = []struct {
 	// Joins, subqueries and CTEs.
 	{"SELECT * FROM customers c JOIN orders o ON o.customer_id = c.customer_id WHERE c.customer_id = 42", nil, "select shard customer-shard-1"},
 	{"SELECT * FROM customers c, orders o WHERE o.customer_id = 1 AND o.customer_id = c.customer_id", nil, "select shard customer-shard-2"},
-	{"SELECT * FROM customers c JOIN orders o ON o.customer_id = c.customer_id", nil, "select error 0A000"},
+	{"SELECT * FROM customers c JOIN orders o ON o.customer_id = c.customer_id", nil, "select scatter customer-shard-1,customer-shard-2"},
 	{"SELECT * FROM customers c JOIN audit_log a ON a.id = c.customer_id WHERE c.customer_id = 42", nil, "select error 0A000"},
 	{"SELECT * FROM customers WHERE customer_id = 42 AND name IN (SELECT name FROM orders WHERE customer_id = 42)", nil, "select shard customer-shard-1"},
 	{"SELECT * FROM audit_log WHERE id IN (SELECT customer_id FROM customers)", nil, "select error 0A000"},
-	{"WITH c AS (SELECT * FROM customers WHERE customer_id = 42) SELECT * FROM c", nil, "select scatter customer-shard-1,customer-shard-2"},
-	{"WITH c AS (SELECT * FROM customers WHERE customer_id = 42) SELECT count(*) FROM c", nil, "select scatter customer-shard-1,customer-shard-2"},
+	{"WITH c AS (SELECT * FROM customers WHERE customer_id = 42) SELECT * FROM c", nil, "select shard customer-shard-1"},
+	{"WITH c AS (SELECT * FROM customers WHERE customer_id = 42) SELECT count(*) FROM c", nil, "select shard customer-shard-1"},
 	{"WITH c AS (SELECT * FROM customers LIMIT 5) SELECT count(*) FROM c", nil, "select error 0A000"},
 	{"WITH c AS (SELECT 1 AS customer_id) SELECT * FROM c WHERE customer_id = 42", nil, "select authoritative shard-0"},
-	{"WITH d AS (DELETE FROM customers WHERE customer_id = 42 RETURNING *) SELECT * FROM d", nil, "select scatter customer-shard-1,customer-shard-2"},
+	{"WITH d AS (DELETE FROM customers WHERE customer_id = 42 RETURNING *) SELECT * FROM d", nil, "select shard customer-shard-1"},
 	{"SELECT * FROM customers WHERE customer_id = 42 FOR UPDATE OF customers", nil, "select shard customer-shard-1"},
 	// Tables of the authoritative group, catalogs, no tables.
 	{"SELECT * FROM audit_log ORDER BY id LIMIT 5", nil, "select authoritative shard-0"},
@@ -225,14 +244,17 @@ func TestUnsupportedMessages(t *testing.T) {
 	xx := loadTopology(t, "store_xxhash.json")
 	p := New(0)
 	for sql, want := range map[string]string{
-		"SELECT * FROM customers ORDER BY name":                                                   "ORDER BY across shards is not supported yet (the query reaches every shard of group customer_data)",
-		"SELECT * FROM customers WHERE customer_id IN (1, 42) OFFSET 1":                           "OFFSET across shards is not supported yet (its shard-key values reach more than one shard of group customer_data)",
-		"INSERT INTO customers (customer_id) VALUES (1), (42)":                                    "multi-row INSERT across shards must be split by row",
-		"INSERT INTO customers (customer_id) VALUES (1), (42) ON CONFLICT DO NOTHING RETURNING *": "multi-row INSERT across shards is not supported with ON CONFLICT DO NOTHING and RETURNING (the rows returned could not be matched to the VALUES rows)",
-		"UPDATE customers SET customer_id = 1":                                                    "UPDATE of shard key column customer_id of store.public.customers is not supported yet",
-		"SELECT * FROM customers JOIN orders USING (customer_id)":                                 "a cross-shard join is not supported yet (no shard-key equality on the tables of group customer_data)",
-		"SELECT * FROM customers JOIN audit_log USING (customer_id)":                              "a join across shard groups customer_data and main is not supported yet (store.public.customers, store.public.audit_log)",
-		"SELECT sum(x) OVER () FROM customers":                                                    "window functions across shards is not supported yet (the query reaches every shard of group customer_data)",
+		"SELECT * FROM customers ORDER BY name":                                                                      "ORDER BY across shards is not supported yet (the query reaches every shard of group customer_data)",
+		"SELECT * FROM customers WHERE customer_id IN (1, 42) OFFSET 1":                                              "OFFSET across shards is not supported yet (its shard-key values reach more than one shard of group customer_data)",
+		"INSERT INTO customers (customer_id) VALUES (1), (42)":                                                       "multi-row INSERT across shards must be split by row",
+		"INSERT INTO customers (customer_id) VALUES (1), (42) ON CONFLICT DO NOTHING RETURNING *":                    "multi-row INSERT across shards is not supported with ON CONFLICT DO NOTHING and RETURNING (the rows returned could not be matched to the VALUES rows)",
+		"UPDATE customers SET customer_id = 1":                                                                       "UPDATE of shard key column customer_id of store.public.customers is not supported yet",
+		"SELECT * FROM customers c JOIN orders o ON o.note = c.name WHERE c.customer_id = 42":                        "a join not on the shard key across shards is not supported yet (store.public.orders is neither joined by its shard key to the rows the statement answers nor restricted to one shard of group customer_data by a shard-key value)",
+		"SELECT * FROM customers WHERE customer_id = 42 AND name IN (SELECT note FROM orders WHERE customer_id = 1)": "a join not on the shard key across shards is not supported yet (its shard-key values reach more than one shard of group customer_data)",
+		"SELECT * FROM customers JOIN audit_log USING (customer_id)":                                                 "a join across shard groups customer_data and main is not supported yet (store.public.customers, store.public.audit_log)",
+		"SELECT sum(x) OVER () FROM customers":                                                                       "window functions across shards is not supported yet (the query reaches every shard of group customer_data)",
+		"SELECT DISTINCT name FROM customers LIMIT 10":                                                               "DISTINCT across shards is not supported yet (the query reaches every shard of group customer_data)",
+		"SELECT name FROM customers GROUP BY name ORDER BY name LIMIT 10":                                            "GROUP BY across shards is not supported yet (the query reaches every shard of group customer_data)",
 	} {
 		st := planOne(t, p, xx, store(sql))
 		_, err := st.Shards(nil)

@@ -7,16 +7,17 @@ import pg_query "github.com/pganalyze/pg_query_go/v6"
 type query struct {
 	kind   Kind
 	read   bool                 // a read: the cross-shard restrictions apply
-	from   []*pg_query.RangeVar // the tables of its own FROM or USING
+	from   []*pg_query.RangeVar // the tables of a read's own FROM
 	target *pg_query.RangeVar   // the table written
-	where  *pg_query.Node
 	insert *pg_query.InsertStmt
 	sets   []*pg_query.Node     // SET targets of UPDATE and ON CONFLICT DO UPDATE
 	sel    *pg_query.SelectStmt // a SELECT's own statement
+	update *pg_query.UpdateStmt
+	delete *pg_query.DeleteStmt
 }
 
 func (c *planCtx) planQuery(st *Statement, q *query, f *facts) {
-	refs, err := c.resolveTables(f, q.from, q.target)
+	refs, err := c.resolveTables(f, q.target)
 	if err != nil {
 		st.Err = err
 		return
@@ -28,11 +29,11 @@ func (c *planCtx) planQuery(st *Statement, q *query, f *facts) {
 // place chooses the route of a query from the placements of its tables.
 // Catalogs are on every shard and never constrain it. Reference tables are
 // on every shard of their groups and join with anything there. Otherwise
-// every table must live on one shard, or all in one sharded group, where a
-// shard-key predicate picks shards; joins within a group are assumed to be
-// on the shard key (colocated).
+// every table must live on one shard, or all in one sharded group, where
+// the statement runs on the shards its tables' rows are proven to be on
+// (colocate.go).
 func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
-	var sharded, fixed, reference []*tableRef
+	var shardedRefs, fixed, reference []*tableRef
 	var target *tableRef
 	for _, r := range refs {
 		if r.target {
@@ -45,28 +46,28 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 		case r.place.Group.SingleShard():
 			fixed = append(fixed, r)
 		default:
-			sharded = append(sharded, r)
+			shardedRefs = append(shardedRefs, r)
 		}
 	}
 	if target != nil && !target.catalog && target.place.IsReference() {
 		c.placeReferenceWrite(st, q, target, refs)
 		return
 	}
-	if len(sharded) == 0 {
+	if len(shardedRefs) == 0 {
 		c.placeFixed(st, fixed, reference)
 		return
 	}
-	g := sharded[0].place.Group
-	for _, r := range sharded[1:] {
+	g := shardedRefs[0].place.Group
+	for _, r := range shardedRefs[1:] {
 		if r.place.Group != g {
 			st.Err = unsupported("a join across shard groups %s and %s is not supported yet (%s, %s)",
-				g.UID, r.place.Group.UID, sharded[0].name, r.name)
+				g.UID, r.place.Group.UID, shardedRefs[0].name, r.name)
 			return
 		}
 	}
 	if len(fixed) > 0 {
 		st.Err = unsupported("a join across shard groups %s and %s is not supported yet (%s, %s)",
-			g.UID, fixed[0].place.Group.UID, sharded[0].name, fixed[0].name)
+			g.UID, fixed[0].place.Group.UID, shardedRefs[0].name, fixed[0].name)
 		return
 	}
 	st.Group, st.Targets = g.UID, g.Shards()
@@ -78,6 +79,12 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 	}
 	switch {
 	case q.kind == Insert:
+		for _, r := range shardedRefs {
+			if r != target {
+				st.Err = unsupported("an INSERT into sharded table %s that reads sharded table %s is not supported yet", target.name, r.name)
+				return
+			}
+		}
 		c.insertKeys(st, q, target)
 		return
 	case q.kind == Merge:
@@ -92,31 +99,19 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 			return
 		}
 	}
-	// Keys come from the statement's own WHERE, so only its own FROM's
-	// tables (or the table written) can own them.
-	var candidates []*tableRef
-	for _, r := range sharded {
-		if r.top && (target == nil || r.target) {
-			candidates = append(candidates, r)
-		}
-	}
-	if c.whereKeys(st, q.where, candidates) || st.Err != nil {
-		if q.read && f.crossShard != "" {
-			if !c.mergeable(st, q, f, sharded) {
-				st.multiShard = crossShard(f.crossShard, severalShards(g.UID))
-			}
-		}
+	colocated, err := c.colocate(st, q, refs, shardedRefs, f)
+	if err != nil {
+		st.Err = err
 		return
 	}
-	if len(sharded) > 1 {
-		st.Err = unsupported("a cross-shard join is not supported yet (no shard-key equality on the tables of group %s)", g.UID)
+	if !q.read || f.crossShard == "" || c.mergeable(st, q, f, shardedRefs) {
 		return
 	}
-	st.Route = Scatter
-	if q.read && f.crossShard != "" {
-		if !c.mergeable(st, q, f, sharded) {
-			st.Err = crossShard(f.crossShard, everyShard(g.UID))
-		}
+	switch {
+	case st.Route == Scatter:
+		st.Err = crossShard(f.crossShard, everyShard(g.UID))
+	case colocated:
+		st.multiShard = crossShard(f.crossShard, severalShards(g.UID))
 	}
 }
 

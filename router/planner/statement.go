@@ -314,6 +314,10 @@ type Key struct {
 	// route, but must land on the shard the row's placement key chose
 	// (SQLSTATE 23514 otherwise).
 	Check bool
+	// Separate marks a key of another table of the statement, one not
+	// joined to the routing table by the shard key: it routes like the
+	// others, and all of them must reach one shard (0A000 otherwise).
+	Separate bool
 
 	// lit is the index of the literal among the input's literal tokens: a
 	// cache hit re-reads the value from the new text by it.

@@ -16,10 +16,7 @@ type tableRef struct {
 	// catalog is a system catalog (pg_catalog, information_schema): every
 	// shard has it, so it never constrains a route.
 	catalog bool
-	// top is a table of the statement's own FROM (or USING, or the table
-	// written): the tables its WHERE clause's columns belong to.
-	top    bool
-	target bool // the table an INSERT, UPDATE, DELETE, MERGE or COPY FROM writes
+	target  bool // the table an INSERT, UPDATE, DELETE, MERGE or COPY FROM writes
 }
 
 // qualifier is the name the statement's columns qualify the table by.
@@ -33,13 +30,8 @@ func (r *tableRef) qualifier() string {
 // resolveTables resolves every table the statement names. CTE references
 // are not tables; a WITH name hides a table of that name everywhere in the
 // statement (Postgres scopes it to the WITH's query and its subqueries,
-// which is close enough for routing). top lists the RangeVars of the
-// statement's own FROM, target the table written.
-func (c *planCtx) resolveTables(f *facts, top []*pg_query.RangeVar, target *pg_query.RangeVar) ([]*tableRef, error) {
-	isTop := map[*pg_query.RangeVar]bool{}
-	for _, rv := range top {
-		isTop[rv] = true
-	}
+// which is close enough for routing). target is the table written.
+func (c *planCtx) resolveTables(f *facts, target *pg_query.RangeVar) ([]*tableRef, error) {
 	var refs []*tableRef
 	for _, rv := range f.ranges {
 		if rv != target && rv.Schemaname == "" && f.ctes[rv.Relname] {
@@ -49,7 +41,7 @@ func (c *planCtx) resolveTables(f *facts, top []*pg_query.RangeVar, target *pg_q
 		if err != nil {
 			return nil, err
 		}
-		r.top, r.target = isTop[rv] || rv == target, rv == target
+		r.target = rv == target
 		refs = append(refs, r)
 	}
 	return refs, nil

@@ -100,11 +100,15 @@ func collect(n *pg_query.Node) *facts {
 	return f
 }
 
+// cross records a construct that concatenating the shards' answers does
+// not answer. The first one recorded names the error, unless a construct
+// no merge can do comes later: that one is the reason.
 func (f *facts) cross(what string) {
-	if f.crossShard == "" {
+	mergeable := what == aggregateFunctions || what == limitClause || what == orderClause
+	if f.crossShard == "" || !mergeable && !f.crossOther {
 		f.crossShard = what
 	}
-	if what != aggregateFunctions && what != limitClause && what != orderClause {
+	if !mergeable {
 		f.crossOther = true
 	}
 }
@@ -116,6 +120,9 @@ const (
 
 const aggregateFunctions = "aggregate functions"
 
+// selectFacts records every clause of a SELECT that combines rows: each
+// is checked on its own, since any combination of them must be seen (a
+// DISTINCT under a LIMIT is still a DISTINCT).
 func (f *facts) selectFacts(s *pg_query.SelectStmt) {
 	f.paramConst(s.LimitCount)
 	f.paramConst(s.LimitOffset)
@@ -131,21 +138,25 @@ func (f *facts) selectFacts(s *pg_query.SelectStmt) {
 		f.orders++
 		f.cross(orderClause)
 	}
-	switch {
-	case s.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES:
+	if s.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES {
 		f.cross("FETCH ... WITH TIES")
-	case s.LimitCount != nil:
+	} else if s.LimitCount != nil {
 		f.limits++
 		f.cross(limitClause)
-	case s.LimitOffset != nil:
+	}
+	if s.LimitOffset != nil {
 		f.cross("OFFSET")
-	case len(s.GroupClause) > 0:
+	}
+	if len(s.GroupClause) > 0 || s.GroupDistinct {
 		f.cross("GROUP BY")
-	case s.HavingClause != nil:
+	}
+	if s.HavingClause != nil {
 		f.cross("HAVING")
-	case len(s.DistinctClause) > 0:
+	}
+	if len(s.DistinctClause) > 0 {
 		f.cross("DISTINCT")
-	case len(s.WindowClause) > 0:
+	}
+	if len(s.WindowClause) > 0 {
 		f.cross("window functions")
 	}
 }
