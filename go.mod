@@ -9,6 +9,7 @@ require (
 	github.com/labstack/echo/v4 v4.15.4
 	github.com/pganalyze/pg_query_go/v6 v6.2.5
 	github.com/spf13/cobra v1.10.2
+	github.com/stretchr/testify v1.11.1
 	github.com/temporalio/ui-server/v2 v2.55.0
 	github.com/zeebo/xxh3 v1.1.0
 	go.etcd.io/etcd/api/v3 v3.7.3
@@ -172,7 +173,6 @@ require (
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/spiffe/go-spiffe/v2 v2.8.1 // indirect
 	github.com/stretchr/objx v0.5.3 // indirect
-	github.com/stretchr/testify v1.11.1 // indirect
 	github.com/temporalio/ringpop-go v0.1.0 // indirect
 	github.com/temporalio/sqlparser v0.1.0 // indirect
 	github.com/temporalio/tchannel-go v1.22.1 // indirect
