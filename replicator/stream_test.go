@@ -1,0 +1,245 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/topo"
+)
+
+// writeChanges runs random transactions on the source until stop is
+// closed or n transactions are done: inserts, updates of values and of
+// TOASTed notes, updates that change the shard key (the row moves shard),
+// deletes, and transactions mixing several of them.
+func writeChanges(ctx context.Context, src *pgx.Conn, seed int64, n int, stop <-chan struct{}) (int, error) {
+	rnd := rand.New(rand.NewSource(seed))
+	nextID := 100000 + int(seed)*100000
+	tenants := []string{"acme", "o'brien \\ co", "zeta", "ünïcode"}
+	for done := 0; done < n; done++ {
+		select {
+		case <-stop:
+			return done, nil
+		default:
+		}
+		tx, err := src.Begin(ctx)
+		if err != nil {
+			return done, err
+		}
+		for k := 0; k <= rnd.Intn(3); k++ {
+			id := 1 + rnd.Intn(2000)
+			var sql string
+			var args []any
+			switch rnd.Intn(6) {
+			case 0:
+				nextID++
+				sql = `INSERT INTO orders (tenant, id, customer_id, price, note, payload)
+					VALUES ($1, $2, $3, $4, $5, decode(repeat(md5($7), $6), 'hex'))`
+				args = []any{tenants[rnd.Intn(4)], nextID, rnd.Intn(100003), fmt.Sprintf("%d.%02d", rnd.Intn(1000), rnd.Intn(100)),
+					fmt.Sprintf("inserted %d", nextID), 1 + rnd.Intn(300), fmt.Sprint(nextID)}
+			case 1:
+				sql, args = "UPDATE orders SET price = price + 1, flag = NOT coalesce(flag, false) WHERE id = $1", []any{id}
+			case 2:
+				sql, args = "UPDATE orders SET customer_id = customer_id + 1 + $2 WHERE id = $1", []any{id, rnd.Intn(50)}
+			case 3:
+				sql, args = "UPDATE orders SET note = repeat('toasted ' || $2::text, 500) WHERE id = $1", []any{id, fmt.Sprint(rnd.Intn(1000))}
+			case 4:
+				sql, args = "DELETE FROM orders WHERE id = $1", []any{id}
+			default:
+				sql, args = "UPDATE orders SET tags = ARRAY['moved', $2::text], doc = NULL WHERE id = $1", []any{id, fmt.Sprint(rnd.Intn(9))}
+			}
+			if _, err := tx.Exec(ctx, sql, args...); err != nil {
+				tx.Rollback(ctx)
+				return done, err
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return done, err
+		}
+	}
+	return n, nil
+}
+
+func TestStreamAppliesChangesDuringAndAfterCopy(t *testing.T) {
+	top, err := topo.Parse([]byte(moveTopology))
+	if err != nil {
+		t.Fatal(err)
+	}
+	placement := top.Resolve("shop", "public", "orders")
+	srcURL := createDatabase(t, "cdc_src")
+	targetURLs := map[string]string{"t1": createDatabase(t, "cdc_t1"), "t2": createDatabase(t, "cdc_t2")}
+	src := connect(t, srcURL)
+	mustExec(t, src, ordersDDL)
+	insertOrders(t, src, 1, 2000)
+	mustExec(t, src, "CREATE PUBLICATION wf2_pub FOR TABLE orders")
+	for _, u := range targetURLs {
+		c := connect(t, u)
+		mustExec(t, c, ordersDDL)
+		if err := EnsureProgressTable(testCtx(t), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const slot = "wf2_slot"
+	ctx := testCtx(t)
+	table, err := DescribeTable(ctx, src, "public", "orders", "customer_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := []StreamTable{{Table: table, Placement: placement}}
+	stream := func(t *testing.T) *Stream {
+		return &Stream{
+			Workflow: "wf2", Source: "src", SourceConnString: srcURL, Slot: slot, Publication: "wf2_pub",
+			Tables: tables, StatusInterval: 200 * time.Millisecond,
+			Targets: []Target{{"t1", connect(t, targetURLs["t1"])}, {"t2", connect(t, targetURLs["t2"])}},
+		}
+	}
+
+	// The shard key customer_id is not in the primary key, so the default
+	// replica identity cannot route deletes: refused before anything runs.
+	if err := stream(t).Run(ctx); pgerr.Code(err) != pgerr.ObjectNotInPrerequisiteState {
+		t.Fatalf("Run with the default replica identity: %v, want 55000", err)
+	}
+	mustExec(t, src, "ALTER TABLE orders REPLICA IDENTITY FULL")
+
+	// Writers change the source all through the copy.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	writeErrs := make([]error, 2)
+	writes := make([]int, 2)
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pgx.Connect(ctx, srcURL)
+			if err != nil {
+				writeErrs[w] = err
+				return
+			}
+			defer conn.Close(context.Background())
+			writes[w], writeErrs[w] = writeChanges(ctx, conn, int64(w+1), 1000000, stop)
+		}()
+	}
+
+	snap, err := OpenSnapshot(ctx, srcURL, slot, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { DropSlot(context.Background(), src, slot) })
+	read, err := BeginSnapshotRead(ctx, connect(t, srcURL), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Close(ctx)
+	copier := &Copier{
+		Workflow: "wf2", Source: "src", Snapshot: snap, Read: read, BatchRows: 200,
+		Targets: []Target{{"t1", connect(t, targetURLs["t1"])}, {"t2", connect(t, targetURLs["t2"])}},
+	}
+	if _, err := copier.CopyTable(ctx, table, placement); err != nil {
+		t.Fatal(err)
+	}
+	read.Rollback(ctx)
+	close(stop)
+	wg.Wait()
+	for _, err := range writeErrs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// And after it.
+	if _, err := writeChanges(ctx, src, 3, 300, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d + 300 source transactions during and after the copy", writes[0]+writes[1])
+	var end pglogrepl.LSN
+	if err := src.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+
+	// Kill the stream in the middle of a source transaction's apply (after
+	// one target committed it), then run it again up to the end.
+	type applied struct {
+		target int
+		end    pglogrepl.LSN
+	}
+	seen := map[applied]int{}
+	var mu sync.Mutex
+	record := func(target int, end pglogrepl.LSN) {
+		mu.Lock()
+		seen[applied{target, end}]++
+		mu.Unlock()
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	first := stream(t)
+	n := 0
+	first.afterApply = func(target int, end pglogrepl.LSN) {
+		record(target, end)
+		if n++; n == 40 {
+			cancel()
+		}
+	}
+	if err := first.Run(runCtx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stopped stream returned %v", err)
+	}
+	second := stream(t)
+	second.StopAt = end
+	second.afterApply = record
+	if err := second.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for a, times := range seen {
+		if times > 1 {
+			t.Fatalf("source transaction ending at %s applied %d times on target %d", a.end, times, a.target)
+		}
+	}
+	if len(seen) < 100 {
+		t.Fatalf("only %d target transactions applied", len(seen))
+	}
+	lagBytes, lagSeconds := second.Lag()
+	t.Logf("%d target transactions applied; lag at the end %d bytes, %.1fs", len(seen), lagBytes, lagSeconds)
+
+	want := rowsOf(t, src, "")
+	t1, t2 := connect(t, targetURLs["t1"]), connect(t, targetURLs["t2"])
+	got := map[string]int{}
+	for _, r := range append(rowsOf(t, t1, ""), rowsOf(t, t2, "")...) {
+		got[r]++
+	}
+	for _, r := range want {
+		if got[r] != 1 {
+			t.Fatalf("source row %.200s is on the targets %d times", r, got[r])
+		}
+		delete(got, r)
+	}
+	for r := range got {
+		t.Fatalf("target row %.200s is not on the source", r)
+	}
+	for shard, conn := range map[string]*pgx.Conn{"t1": t1, "t2": t2} {
+		rows, err := conn.Query(ctx, "SELECT customer_id FROM orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if _, want, _ := placement.RouteInt(id); want != shard {
+				t.Fatalf("customer_id %d is on %s, topo routes it to %s", id, shard, want)
+			}
+		}
+	}
+	var confirmed pglogrepl.LSN
+	if err := src.QueryRow(ctx, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&confirmed); err != nil {
+		t.Fatal(err)
+	}
+	if confirmed < end {
+		t.Errorf("slot confirmed %s, the targets applied up to %s", confirmed, end)
+	}
+}
