@@ -55,6 +55,11 @@ func newRelation(m *pglogrepl.RelationMessage, tables map[string]*StreamTable) (
 			"the publication sends changes of %s, which this stream does not carry", name)
 	}
 	rel := &relation{st: st, col: make([]int, len(st.Table.Columns)), oid: make([]uint32, len(st.Table.Columns))}
+	if len(m.Columns) != len(st.Table.Columns) {
+		// A column added since the copy began would be dropped silently.
+		return nil, pgerr.New(pgerr.ObjectNotInPrerequisiteState,
+			"the change stream of %s has %d columns, the copy %d: the table changed since the copy began", name, len(m.Columns), len(st.Table.Columns))
+	}
 	for j, c := range st.Table.Columns {
 		rel.col[j] = -1
 		for i, rc := range m.Columns {
