@@ -45,7 +45,25 @@ type change struct {
 	values  [][]byte
 	oids    []uint32
 	formats []int16
+
+	table   *Table
+	keyRefs []string // the parameters holding the row's order key
+	// An insert's parts, to rebuild it as INSERT ... SELECT ... WHERE
+	// when it must be guarded.
+	insertHead, insertValues, insertTail string
 }
+
+// guard makes the statement do nothing when cond holds of its row's key.
+func (c *change) guard(cond string) {
+	if c.insertHead != "" {
+		c.sql = c.insertHead + " SELECT " + c.insertValues + " WHERE NOT (" + cond + ") " + c.insertTail
+		return
+	}
+	c.sql += " AND NOT (" + cond + ")"
+}
+
+// keyRow is the change's order key as a row of its parameters.
+func (c *change) keyRow() string { return "ROW(" + strings.Join(c.keyRefs, ", ") + ")" }
 
 func newRelation(m *pglogrepl.RelationMessage, tables map[string]*StreamTable) (*relation, error) {
 	name := m.Namespace + "." + m.RelationName
@@ -139,7 +157,7 @@ func (rel *relation) addParam(c *change, j int, v value) string {
 // it twice leaves the same row.
 func (rel *relation) upsert(row []value) (change, error) {
 	t := rel.st.Table
-	var c change
+	c := change{table: t}
 	var names, params, sets []string
 	for j, col := range t.Columns {
 		if row[j].kind == pglogrepl.TupleDataTypeToast {
@@ -153,13 +171,18 @@ func (rel *relation) upsert(row []value) (change, error) {
 			sets = append(sets, name+" = EXCLUDED."+name)
 		}
 	}
-	c.sql = "INSERT INTO " + t.QualifiedName() + " (" + strings.Join(names, ", ") + ") VALUES (" + strings.Join(params, ", ") +
-		") ON CONFLICT (" + t.orderKeyList() + ") DO "
-	if len(sets) == 0 {
-		c.sql += "NOTHING"
-	} else {
-		c.sql += "UPDATE SET " + strings.Join(sets, ", ")
+	for _, k := range t.OrderKey {
+		c.keyRefs = append(c.keyRefs, params[k])
 	}
+	c.insertHead = "INSERT INTO " + t.QualifiedName() + " (" + strings.Join(names, ", ") + ")"
+	c.insertValues = strings.Join(params, ", ")
+	c.insertTail = "ON CONFLICT (" + t.orderKeyList() + ") DO "
+	if len(sets) == 0 {
+		c.insertTail += "NOTHING"
+	} else {
+		c.insertTail += "UPDATE SET " + strings.Join(sets, ", ")
+	}
+	c.sql = c.insertHead + " VALUES (" + c.insertValues + ") " + c.insertTail
 	return c, nil
 }
 
@@ -167,7 +190,7 @@ func (rel *relation) upsert(row []value) (change, error) {
 // the row with key old.
 func (rel *relation) update(old, row []value) change {
 	t := rel.st.Table
-	var c change
+	c := change{table: t}
 	var sets []string
 	for j, col := range t.Columns {
 		if row[j].kind == pglogrepl.TupleDataTypeToast {
@@ -180,7 +203,7 @@ func (rel *relation) update(old, row []value) change {
 }
 
 func (rel *relation) delete(old []value) change {
-	var c change
+	c := change{table: rel.st.Table}
 	c.sql = "DELETE FROM " + rel.st.Table.QualifiedName() + " WHERE " + rel.keyMatch(&c, old)
 	return c
 }
@@ -189,7 +212,9 @@ func (rel *relation) keyMatch(c *change, row []value) string {
 	t := rel.st.Table
 	conds := make([]string, len(t.OrderKey))
 	for i, k := range t.OrderKey {
-		conds[i] = pgx.Identifier{t.Columns[k].Name}.Sanitize() + " = " + rel.addParam(c, k, row[k])
+		ref := rel.addParam(c, k, row[k])
+		c.keyRefs = append(c.keyRefs, ref)
+		conds[i] = pgx.Identifier{t.Columns[k].Name}.Sanitize() + " = " + ref
 	}
 	return strings.Join(conds, " AND ")
 }

@@ -124,14 +124,16 @@ func (c *Copier) CopyTable(ctx context.Context, t *Table, p *topo.Placement) (Co
 		stats.Batches++
 		stats.Rows += router.Rows()
 
-		var last []string
-		exhausted := router.Rows() < int64(batchRows)
-		switch {
-		case !exhausted:
+		// last is the key the batch copied up to: its last row's, or the
+		// bound that ended it. A done table's last stretch reaches its end.
+		last := cur
+		if router.Rows() > 0 {
 			if last, err = keyText(types, t, router.LastFields()); err != nil {
 				return stats, err
 			}
-		case upper != nil:
+		}
+		exhausted := router.Rows() < int64(batchRows)
+		if exhausted && upper != nil {
 			last = upper
 		}
 		done := exhausted && upper == nil

@@ -76,6 +76,46 @@ func rowsOf(t *testing.T, conn *pgx.Conn, where string) []string {
 	return out
 }
 
+// copyOnce copies shop.public.orders with a fresh snapshot and fresh
+// connections, as a restarted worker would: from the permanent slot the
+// first time, from a temporary one when resuming. stopAfter, if set, runs
+// after each target commits a batch and may cancel the copy.
+func copyOnce(t *testing.T, workflow, srcURL string, targetURLs map[string]string, slot string, resume bool,
+	stopAfter func(cancel func(), batch, target int)) (CopyStats, error) {
+	t.Helper()
+	top, err := topo.Parse([]byte(moveTopology))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	if resume {
+		slot += "_resume"
+	}
+	snap, err := OpenSnapshot(ctx, srcURL, slot, resume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close(context.Background())
+	read, err := BeginSnapshotRead(ctx, connect(t, srcURL), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer read.Rollback(context.Background())
+	table, err := DescribeTable(ctx, read.Conn(), "public", "orders", "customer_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Copier{
+		Workflow: workflow, Source: "src", Snapshot: snap, Read: read, BatchRows: 250,
+		Targets: []Target{{"t1", connect(t, targetURLs["t1"])}, {"t2", connect(t, targetURLs["t2"])}},
+	}
+	if stopAfter != nil {
+		c.afterTargetCommit = func(batch, target int) { stopAfter(cancel, batch, target) }
+	}
+	return c.CopyTable(ctx, table, top.Resolve("shop", "public", "orders"))
+}
+
 func TestCopyTableResumesAfterBeingKilled(t *testing.T) {
 	top, err := topo.Parse([]byte(moveTopology))
 	if err != nil {
@@ -97,41 +137,12 @@ func TestCopyTableResumesAfterBeingKilled(t *testing.T) {
 	const slot = "wf1_copy_src"
 	t.Cleanup(func() { DropSlot(context.Background(), src, slot) })
 
-	// run copies with a fresh snapshot and fresh connections, as a
-	// restarted worker would; stop, if set, runs after each target commit.
-	run := func(t *testing.T, temporarySlot bool, stop func(ctx context.Context, cancel func(), batch, target int)) (CopyStats, error) {
-		ctx, cancel := context.WithCancel(testCtx(t))
-		defer cancel()
-		name := slot
-		if temporarySlot {
-			name = slot + "_resume"
-		}
-		snap, err := OpenSnapshot(ctx, srcURL, name, temporarySlot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer snap.Close(context.Background())
-		read, err := BeginSnapshotRead(ctx, connect(t, srcURL), snap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer read.Rollback(context.Background())
-		table, err := DescribeTable(ctx, read.Conn(), "public", "orders", "customer_id")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &Copier{
-			Workflow: "wf1", Source: "src", Snapshot: snap, Read: read, BatchRows: 250,
-			Targets: []Target{{"t1", connect(t, targetURLs["t1"])}, {"t2", connect(t, targetURLs["t2"])}},
-		}
-		if stop != nil {
-			c.afterTargetCommit = func(batch, target int) { stop(ctx, cancel, batch, target) }
-		}
-		return c.CopyTable(ctx, table, placement)
+	run := func(t *testing.T, resume bool, stopAfter func(cancel func(), batch, target int)) (CopyStats, error) {
+		return copyOnce(t, "wf1", srcURL, targetURLs, slot, resume, stopAfter)
 	}
 
 	// Kill the copy after target t1 committed batch 5 and before t2 did.
-	_, err = run(t, false, func(ctx context.Context, cancel func(), batch, target int) {
+	_, err = run(t, false, func(cancel func(), batch, target int) {
 		if batch == 5 && target == 0 {
 			cancel()
 		}

@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -11,7 +12,9 @@ import (
 // progressDDL creates the table in which each target records, in the same
 // transaction as each batch it receives, how far the copy of a table has
 // come. A row is one stretch of a table copied from one snapshot: after
-// after_key (NULL: from the table's start) up to last_key. A copy resumed
+// after_key (NULL: from the table's start) up to last_key, or to the
+// table's end once done: rows beyond the last key copied did not exist in
+// that snapshot. A copy resumed
 // from a new snapshot starts a new row, so the change stream can tell, for
 // any key, the snapshot its copied row belongs to and apply only changes
 // newer than it.
@@ -80,4 +83,56 @@ func recordProgress(ctx context.Context, tx pgx.Tx, workflow, source, table stri
 		DO UPDATE SET last_key = excluded.last_key, done = excluded.done, updated_at = now()`,
 		workflow, source, table, lsn.String(), after, last, done)
 	return err
+}
+
+// segment is one stretch of a table a target copied from one snapshot.
+type segment struct {
+	table       string
+	lsn         pglogrepl.LSN
+	after, last []string
+	done        bool
+}
+
+// readSegments returns a target's copy stretches for a workflow and source
+// (none when no copy ever wrote progress there).
+func readSegments(ctx context.Context, conn *pgx.Conn, workflow, source string) ([]segment, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('_tessera.copy_progress') IS NOT NULL").Scan(&exists); err != nil || !exists {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, `SELECT table_name, snapshot_lsn::text, after_key, last_key, done
+		FROM _tessera.copy_progress WHERE workflow = $1 AND source = $2`, workflow, source)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []segment
+	for rows.Next() {
+		var sg segment
+		var lsn string
+		if err := rows.Scan(&sg.table, &lsn, &sg.after, &sg.last, &sg.done); err != nil {
+			return nil, err
+		}
+		if sg.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
+			return nil, err
+		}
+		out = append(out, sg)
+	}
+	return out, rows.Err()
+}
+
+// holds returns the condition, on a change's order key, that the row is in
+// this stretch; "true" when the stretch is the whole table.
+func (sg segment) holds(t *Table, c *change) string {
+	var conds []string
+	if sg.after != nil {
+		conds = append(conds, c.keyRow()+" > "+keyLiteral(t, sg.after))
+	}
+	if !sg.done && sg.last != nil {
+		conds = append(conds, c.keyRow()+" <= "+keyLiteral(t, sg.last))
+	}
+	if len(conds) == 0 {
+		return "true"
+	}
+	return "(" + strings.Join(conds, " AND ") + ")"
 }

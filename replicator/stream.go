@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +97,7 @@ func (s *Stream) Run(ctx context.Context) error {
 	}
 	s.targetOf = map[string]int{}
 	origins := make([]pglogrepl.LSN, len(s.Targets))
+	segments := make([][]segment, len(s.Targets))
 	var start pglogrepl.LSN
 	for i, tg := range s.Targets {
 		s.targetOf[tg.Shard] = i
@@ -104,6 +106,9 @@ func (s *Stream) Run(ctx context.Context) error {
 			return fmt.Errorf("target %s: %w", tg.Shard, err)
 		}
 		defer releaseOrigin(tg.Conn)
+		if segments[i], err = readSegments(ctx, tg.Conn, s.Workflow, s.Source); err != nil {
+			return fmt.Errorf("target %s: copy progress: %w", tg.Shard, err)
+		}
 		origins[i] = lsn
 		if i == 0 || lsn < start {
 			start = lsn
@@ -130,7 +135,7 @@ func (s *Stream) Run(ctx context.Context) error {
 		return fmt.Errorf("start replication from slot %s: %w", s.Slot, err)
 	}
 
-	d := decoder{s: s, tables: tables, relations: map[uint32]*relation{}, origins: origins,
+	d := decoder{s: s, tables: tables, relations: map[uint32]*relation{}, origins: origins, segments: segments,
 		pending: make([][]change, len(s.Targets)), applied: start}
 	interval := s.StatusInterval
 	if interval <= 0 {
@@ -203,7 +208,9 @@ type decoder struct {
 	relations map[uint32]*relation
 	origins   []pglogrepl.LSN // per target: applied up to
 	pending   [][]change      // per target: the open transaction's changes
+	segments  [][]segment     // per target: the stretches its copy wrote
 	inTx      bool
+	commitLSN pglogrepl.LSN // of the open transaction
 	applied   pglogrepl.LSN // everything up to here is applied on every target
 }
 
@@ -253,7 +260,7 @@ func (d *decoder) message(ctx context.Context, walData []byte) error {
 		}
 		d.relations[m.RelationID] = rel
 	case *pglogrepl.BeginMessage:
-		d.inTx = true
+		d.inTx, d.commitLSN = true, m.FinalLSN
 		for i := range d.pending {
 			d.pending[i] = d.pending[i][:0]
 		}
@@ -282,7 +289,30 @@ func (d *decoder) relation(id uint32) (*relation, error) {
 	return rel, nil
 }
 
-func (d *decoder) add(target int, c change) { d.pending[target] = append(d.pending[target], c) }
+// add queues a change for a target, unless the target's copy of the row
+// is newer than the change. A transaction that committed before a copy
+// snapshot's consistent point is in that snapshot: a row copied from it
+// must not take the change again (replaying it would bring back an older
+// version of the row until the stream caught up). A copy resumed from a
+// later snapshot makes such stretches; the first snapshot is the slot's
+// own, and the slot sends nothing older.
+func (d *decoder) add(target int, c change) {
+	var conds []string
+	for _, sg := range d.segments[target] {
+		if d.commitLSN >= sg.lsn || sg.table != c.table.DisplayName() {
+			continue
+		}
+		cond := sg.holds(c.table, &c)
+		if cond == "true" {
+			return // the whole table was copied after this change
+		}
+		conds = append(conds, cond)
+	}
+	if len(conds) > 0 {
+		c.guard(strings.Join(conds, " OR "))
+	}
+	d.pending[target] = append(d.pending[target], c)
+}
 
 func (d *decoder) insert(relID uint32, tuple *pglogrepl.TupleData) error {
 	rel, err := d.relation(relID)
