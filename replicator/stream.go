@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -92,7 +93,8 @@ func (s *Stream) Run(ctx context.Context) error {
 	for i := range s.Tables {
 		tables[s.Tables[i].Table.DisplayName()] = &s.Tables[i]
 	}
-	if err := s.checkSource(ctx); err != nil {
+	confirmed, err := s.checkSource(ctx)
+	if err != nil {
 		return err
 	}
 	s.targetOf = map[string]int{}
@@ -135,8 +137,10 @@ func (s *Stream) Run(ctx context.Context) error {
 		return fmt.Errorf("start replication from slot %s: %w", s.Slot, err)
 	}
 
+	// Report nothing below what the slot has confirmed already: older
+	// Postgres versions let a lower report move it backwards.
 	d := decoder{s: s, tables: tables, relations: map[uint32]*relation{}, origins: origins, segments: segments,
-		pending: make([][]change, len(s.Targets)), applied: start}
+		pending: make([][]change, len(s.Targets)), applied: max(start, confirmed)}
 	interval := s.StatusInterval
 	if interval <= 0 {
 		interval = DefaultStatusInterval
@@ -177,19 +181,28 @@ func (s *Stream) Run(ctx context.Context) error {
 	}
 }
 
-// checkSource refuses tables whose replica identity lacks their keys.
-func (s *Stream) checkSource(ctx context.Context) error {
+// checkSource refuses tables whose replica identity lacks their keys, and
+// returns the position the slot has confirmed.
+func (s *Stream) checkSource(ctx context.Context) (pglogrepl.LSN, error) {
 	conn, err := pgx.Connect(ctx, s.SourceConnString)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close(context.Background())
 	for _, st := range s.Tables {
 		if err := CheckReplicaIdentity(ctx, conn, st.Table); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	var confirmed *string
+	err = conn.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", s.Slot).Scan(&confirmed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, pgerr.New(pgerr.UndefinedObject, "replication slot %q does not exist on the source", s.Slot)
+	}
+	if err != nil || confirmed == nil {
+		return 0, err
+	}
+	return pglogrepl.ParseLSN(*confirmed)
 }
 
 func (s *Stream) sendStatus(ctx context.Context, conn *pgconn.PgConn, applied pglogrepl.LSN, reply bool) error {
