@@ -284,7 +284,13 @@ func applyTransaction(ctx context.Context, conn *pgx.Conn, changes []change, end
 		return err
 	}
 	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, "SELECT pg_replication_origin_xact_setup($1::pg_lsn, $2)", end.String(), commitTime); err != nil {
+	// The slot is confirmed once this commit returns, so the commit must be
+	// durable: synchronous_commit=off is raised to on for this transaction
+	// (stricter settings, which the shard's durability policy may ask
+	// for, are kept).
+	if _, err := tx.Exec(ctx, `SELECT pg_replication_origin_xact_setup($1::pg_lsn, $2),
+		CASE WHEN current_setting('synchronous_commit') = 'off' THEN set_config('synchronous_commit', 'on', true) END`,
+		end.String(), commitTime); err != nil {
 		return err
 	}
 	for _, c := range changes {

@@ -266,6 +266,8 @@ func TestStreamWithKeyOnlyReplicaIdentity(t *testing.T) {
 		mustExec(t, connect(t, u), ddl)
 	}
 	mustExec(t, src, "CREATE PUBLICATION wf3_pub FOR TABLE orders")
+	// Applying raises synchronous_commit=off to on in its transactions.
+	mustExec(t, src, "ALTER DATABASE keyid_t1 SET synchronous_commit = off")
 	ctx := testCtx(t)
 	table, err := DescribeTable(ctx, src, "public", "orders", "customer_id")
 	if err != nil {
