@@ -58,9 +58,9 @@ type Stream struct {
 	StatusInterval time.Duration
 
 	targetOf   map[string]int
-	lagBytes   atomic.Int64
-	lastCommit atomic.Int64 // unix micros of the last applied source commit
-	caughtUp   atomic.Bool
+	sourceEnd  atomic.Uint64 // the source's WAL end when last asked
+	applied    atomic.Uint64 // what every target has applied
+	lastCommit atomic.Int64  // unix micros of the last applied source commit
 
 	// afterApply, when set (by tests), runs after a target commits a
 	// source transaction.
@@ -68,17 +68,19 @@ type Stream struct {
 }
 
 // Lag reports how far the targets are behind the source: the WAL bytes
-// between the source's end and what the targets have applied, and the
-// time since the last applied source commit (zero when caught up).
+// between the source's end (asked every StatusInterval: the stream itself
+// carries only the positions of the changes it sends) and what every
+// target has applied, and, while behind, the age of the last applied
+// source commit.
 func (s *Stream) Lag() (bytes int64, seconds float64) {
-	bytes = s.lagBytes.Load()
-	if s.caughtUp.Load() {
-		return bytes, 0
+	end, applied := s.sourceEnd.Load(), s.applied.Load()
+	if end <= applied {
+		return 0, 0
 	}
 	if us := s.lastCommit.Load(); us > 0 {
 		seconds = time.Since(time.UnixMicro(us)).Seconds()
 	}
-	return bytes, seconds
+	return int64(end - applied), seconds
 }
 
 // Run streams changes until ctx ends (returning its error), StopAt is
@@ -93,7 +95,12 @@ func (s *Stream) Run(ctx context.Context) error {
 	for i := range s.Tables {
 		tables[s.Tables[i].Table.DisplayName()] = &s.Tables[i]
 	}
-	confirmed, err := s.checkSource(ctx)
+	source, err := pgx.Connect(ctx, s.SourceConnString)
+	if err != nil {
+		return fmt.Errorf("connect to the source: %w", err)
+	}
+	defer source.Close(context.Background())
+	confirmed, err := s.checkSource(ctx, source)
 	if err != nil {
 		return err
 	}
@@ -141,6 +148,7 @@ func (s *Stream) Run(ctx context.Context) error {
 	// Postgres versions let a lower report move it backwards.
 	d := decoder{s: s, tables: tables, relations: map[uint32]*relation{}, origins: origins, segments: segments,
 		pending: make([][]change, len(s.Targets)), applied: max(start, confirmed)}
+	s.applied.Store(uint64(d.applied))
 	interval := s.StatusInterval
 	if interval <= 0 {
 		interval = DefaultStatusInterval
@@ -156,6 +164,11 @@ func (s *Stream) Run(ctx context.Context) error {
 			if err := s.sendStatus(ctx, conn, d.applied, true); err != nil {
 				return err
 			}
+			var end pglogrepl.LSN
+			if err := source.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&end); err != nil {
+				return fmt.Errorf("source WAL position: %w", err)
+			}
+			s.sourceEnd.Store(uint64(end))
 			nextStatus = time.Now().Add(interval)
 		}
 		rctx, cancel := context.WithDeadline(ctx, nextStatus)
@@ -183,19 +196,14 @@ func (s *Stream) Run(ctx context.Context) error {
 
 // checkSource refuses tables whose replica identity lacks their keys, and
 // returns the position the slot has confirmed.
-func (s *Stream) checkSource(ctx context.Context) (pglogrepl.LSN, error) {
-	conn, err := pgx.Connect(ctx, s.SourceConnString)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.Background())
+func (s *Stream) checkSource(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
 	for _, st := range s.Tables {
 		if err := CheckReplicaIdentity(ctx, conn, st.Table); err != nil {
 			return 0, err
 		}
 	}
 	var confirmed *string
-	err = conn.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", s.Slot).Scan(&confirmed)
+	err := conn.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", s.Slot).Scan(&confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, pgerr.New(pgerr.UndefinedObject, "replication slot %q does not exist on the source", s.Slot)
 	}
@@ -242,8 +250,7 @@ func (d *decoder) copyData(ctx context.Context, conn *pgconn.PgConn, data []byte
 		if !d.inTx && k.ServerWALEnd > d.applied {
 			d.applied = k.ServerWALEnd
 		}
-		d.s.lagBytes.Store(int64(k.ServerWALEnd) - int64(d.applied))
-		d.s.caughtUp.Store(!d.inTx && d.applied >= k.ServerWALEnd)
+		d.s.applied.Store(uint64(d.applied))
 		if k.ReplyRequested {
 			return d.s.sendStatus(ctx, conn, d.applied, false)
 		}
@@ -253,8 +260,6 @@ func (d *decoder) copyData(ctx context.Context, conn *pgconn.PgConn, data []byte
 		if err != nil {
 			return err
 		}
-		d.s.lagBytes.Store(int64(x.ServerWALEnd) - int64(d.applied))
-		d.s.caughtUp.Store(false)
 		return d.message(ctx, x.WALData)
 	}
 	return nil
@@ -437,6 +442,7 @@ func (d *decoder) commit(ctx context.Context, m *pglogrepl.CommitMessage) error 
 	}
 	d.inTx = false
 	d.applied = end
+	d.s.applied.Store(uint64(end))
 	d.s.lastCommit.Store(m.CommitTime.UnixMicro())
 	return nil
 }

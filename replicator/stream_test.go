@@ -181,14 +181,24 @@ func TestStreamAppliesChangesDuringAndAfterCopy(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	first := stream(t)
 	n := 0
+	var earlyLagBytes int64
+	var earlyLagSeconds float64
 	first.afterApply = func(target int, end pglogrepl.LSN) {
 		record(target, end)
-		if n++; n == 40 {
+		n++
+		if n == 10 {
+			// Hundreds of source transactions are still to come.
+			earlyLagBytes, earlyLagSeconds = first.Lag()
+		}
+		if n == 40 {
 			cancel()
 		}
 	}
 	if err := first.Run(runCtx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the stopped stream returned %v", err)
+	}
+	if earlyLagBytes <= 0 || earlyLagSeconds <= 0 {
+		t.Errorf("lag at the tenth applied transaction: %d bytes, %.3fs; want both above zero", earlyLagBytes, earlyLagSeconds)
 	}
 	second := stream(t)
 	second.StopAt = end
@@ -204,8 +214,7 @@ func TestStreamAppliesChangesDuringAndAfterCopy(t *testing.T) {
 	if len(seen) < 100 {
 		t.Fatalf("only %d target transactions applied", len(seen))
 	}
-	lagBytes, lagSeconds := second.Lag()
-	t.Logf("%d target transactions applied; lag at the end %d bytes, %.1fs", len(seen), lagBytes, lagSeconds)
+	t.Logf("%d target transactions applied; lag at the tenth: %d bytes, %.1fs", len(seen), earlyLagBytes, earlyLagSeconds)
 
 	want := rowsOf(t, src, "")
 	t1, t2 := connect(t, targetURLs["t1"]), connect(t, targetURLs["t2"])
