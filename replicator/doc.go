@@ -12,7 +12,13 @@
 //     copied in batches ordered by their primary key (or a non-null unique
 //     key) and each target records its progress in _tessera.copy_progress
 //     in the same transaction as each batch, so a killed copy resumes
-//     where its targets left off.
+//     where its targets left off;
+//   - change data capture (Stream): one pgoutput decoder per source shard,
+//     in binary mode, fanning each change out by the target placement and
+//     applying each source transaction on each target it touches in one
+//     transaction that also advances the target's replication origin, so
+//     a restart neither skips nor re-applies; the slot is confirmed only
+//     up to what every target has durably applied.
 //
 // Routing keys come from topo and topo/shardfunc, never from a hash of this
 // package's own: a row lands on the shard a router would send its queries
