@@ -1,0 +1,319 @@
+package replicator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
+	"github.com/tesseradb/tessera/topo"
+)
+
+// DefaultBatchRows is how many rows a batch copies when Copier.BatchRows
+// is zero: large enough that the per-batch transaction and progress row
+// cost little, small enough that a resumed copy repeats little.
+const DefaultBatchRows = 10000
+
+// Target is one shard a copy writes to, by a connection to its primary's
+// database.
+type Target struct {
+	Shard string
+	Conn  *pgx.Conn
+}
+
+// Copier copies tables from one source snapshot to the target shards of a
+// workflow.
+type Copier struct {
+	Workflow string // the workflow's id: progress rows are its own
+	Source   string // the source shard's uid
+	// Snapshot is the one Read imports; its LSN is recorded with every
+	// batch, for the change stream.
+	Snapshot *Snapshot
+	Read     pgx.Tx // BeginSnapshotRead's transaction on the source
+	Targets  []Target
+	// BatchRows bounds a batch; zero means DefaultBatchRows.
+	BatchRows int
+
+	// afterTargetCommit, when set (by tests), runs after each target
+	// commits a batch: it lets a test stop a copy between two targets.
+	afterTargetCommit func(batch, target int)
+}
+
+// CopyStats counts what one CopyTable call copied.
+type CopyStats struct {
+	Batches    int
+	Rows       int64   // rows read from the source
+	TargetRows []int64 // rows written to each target
+}
+
+// CopyTable copies table t, placed by p in the target topology, resuming
+// where the targets' progress rows say. Each batch reads the next rows in
+// order key order as binary COPY from the snapshot, routes them (only the
+// shard key is decoded) and writes each target's share with binary COPY
+// and a progress row in one transaction per target. Every target records
+// every batch's last key, even when it received none of its rows, so the
+// targets pass the same key boundaries; a copy stopped between two targets'
+// commits leaves them one batch apart, and the resumed copy sends that
+// batch only to the targets that lack it.
+func (c *Copier) CopyTable(ctx context.Context, t *Table, p *topo.Placement) (CopyStats, error) {
+	stats := CopyStats{TargetRows: make([]int64, len(c.Targets))}
+	shards := make([]string, len(c.Targets))
+	for i, tg := range c.Targets {
+		shards[i] = tg.Shard
+	}
+	router, err := NewCopyRouter(p, t.ShardKey, t.ShardKeyType, shards)
+	if err != nil {
+		return stats, err
+	}
+	router.Capture(t.OrderKey...)
+	batchRows := c.BatchRows
+	if batchRows <= 0 {
+		batchRows = DefaultBatchRows
+	}
+
+	pos := make([]targetPosition, len(c.Targets))
+	allDone := true
+	for i, tg := range c.Targets {
+		if pos[i], err = readPosition(ctx, tg.Conn, c.Workflow, c.Source, t.DisplayName()); err != nil {
+			return stats, fmt.Errorf("copy progress of %s on %s: %w", t.DisplayName(), tg.Shard, err)
+		}
+		allDone = allDone && pos[i].done
+	}
+	if allDone {
+		return stats, nil
+	}
+	// The distinct positions in key order: the copy starts at the lowest,
+	// and each higher one is where a target that is ahead rejoins.
+	stops, err := c.sortedPositions(ctx, t, pos)
+	if err != nil {
+		return stats, err
+	}
+	segStart := make([][]string, len(pos))
+	for i := range pos {
+		segStart[i] = pos[i].key
+	}
+
+	types := pgtype.NewMap()
+	bufs := make([]bytes.Buffer, len(c.Targets))
+	dst := make([]io.Writer, len(c.Targets))
+	cur, next := stops[0], 1
+	for {
+		var upper []string
+		if next < len(stops) {
+			upper = stops[next]
+		}
+		// A target takes part in the batch when it has copied no further
+		// than cur; the others already hold these rows.
+		for i := range c.Targets {
+			dst[i] = nil
+			if !pos[i].done && sameKey(pos[i].key, cur) {
+				bufs[i].Reset()
+				dst[i] = &bufs[i]
+			}
+		}
+		if err := c.readBatch(ctx, t, router, cur, upper, batchRows, dst); err != nil {
+			return stats, err
+		}
+		stats.Batches++
+		stats.Rows += router.Rows()
+
+		// last is the key the batch copied up to: its last row's, or the
+		// bound that ended it. A done table's last stretch reaches its end.
+		last := cur
+		if router.Rows() > 0 {
+			if last, err = keyText(types, t, router.LastFields()); err != nil {
+				return stats, err
+			}
+		}
+		exhausted := router.Rows() < int64(batchRows)
+		if exhausted && upper != nil {
+			last = upper
+		}
+		done := exhausted && upper == nil
+		for i, tg := range c.Targets {
+			if dst[i] == nil {
+				continue
+			}
+			if err := c.writeBatch(ctx, tg, t, bufs[i].Bytes(), router.TargetRows(i), segStart[i], last, done); err != nil {
+				return stats, fmt.Errorf("copy %s to %s: %w", t.DisplayName(), tg.Shard, err)
+			}
+			stats.TargetRows[i] += router.TargetRows(i)
+			pos[i] = targetPosition{key: last, done: done}
+			if c.afterTargetCommit != nil {
+				c.afterTargetCommit(stats.Batches, i)
+			}
+		}
+		if done {
+			return stats, nil
+		}
+		cur = last
+		if exhausted {
+			next++
+		}
+	}
+}
+
+// readBatch copies the rows after key cur (nil: from the start), up to and
+// including upper (nil: no bound), at most limit of them in key order, from
+// the snapshot through the router to dst.
+func (c *Copier) readBatch(ctx context.Context, t *Table, router *CopyRouter, cur, upper []string, limit int, dst []io.Writer) error {
+	keys := "ROW(" + t.orderKeyList() + ")"
+	var where []string
+	if cur != nil {
+		where = append(where, keys+" > "+keyLiteral(t, cur))
+	}
+	if upper != nil {
+		where = append(where, keys+" <= "+keyLiteral(t, upper))
+	}
+	q := "SELECT " + t.columnList() + " FROM " + t.QualifiedName()
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY " + t.orderKeyList() + " LIMIT " + strconv.Itoa(limit)
+	sql := "COPY (" + q + ") TO STDOUT (FORMAT binary)"
+
+	pr, pw := io.Pipe()
+	routed := make(chan error, 1)
+	go func() {
+		err := router.Route(pr, dst)
+		// Unblock the COPY if routing stopped early.
+		pr.CloseWithError(fmt.Errorf("routing stopped: %w", err))
+		routed <- err
+	}()
+	_, copyErr := c.Read.Conn().PgConn().CopyTo(ctx, pw, sql)
+	pw.CloseWithError(copyErr)
+	routeErr := <-routed
+	if routeErr != nil {
+		return fmt.Errorf("copy %s: %w", t.DisplayName(), routeErr)
+	}
+	if copyErr != nil {
+		return fmt.Errorf("read %s from the source: %w", t.DisplayName(), copyErr)
+	}
+	return nil
+}
+
+// writeBatch writes one target's share of a batch and its progress in one
+// transaction.
+func (c *Copier) writeBatch(ctx context.Context, tg Target, t *Table, data []byte, rows int64, after, last []string, done bool) error {
+	tx, err := tg.Conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	if rows > 0 {
+		sql := "COPY " + t.QualifiedName() + " (" + t.columnList() + ") FROM STDIN (FORMAT binary)"
+		if _, err := tg.Conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), sql); err != nil {
+			return err
+		}
+	}
+	if err := recordProgress(ctx, tx, c.Workflow, c.Source, t.DisplayName(), c.Snapshot.LSN, after, last, done); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// sortedPositions returns the distinct positions of the targets that are
+// not done, lowest first, comparing keys on the source in the order key's
+// own ordering. nil, the table's start, sorts first.
+func (c *Copier) sortedPositions(ctx context.Context, t *Table, pos []targetPosition) ([][]string, error) {
+	var out [][]string
+	for _, p := range pos {
+		if p.done {
+			continue
+		}
+		at := len(out)
+		for j, q := range out {
+			if sameKey(p.key, q) {
+				at = -1
+				break
+			}
+			less, err := c.keyLess(ctx, t, p.key, q)
+			if err != nil {
+				return nil, err
+			}
+			if less {
+				at = j
+				break
+			}
+		}
+		if at >= 0 {
+			out = append(out[:at], append([][]string{p.key}, out[at:]...)...)
+		}
+	}
+	return out, nil
+}
+
+func (c *Copier) keyLess(ctx context.Context, t *Table, a, b []string) (bool, error) {
+	if a == nil || b == nil {
+		return a == nil && b != nil, nil
+	}
+	var less bool
+	err := c.Read.QueryRow(ctx, "SELECT "+keyLiteral(t, a)+" < "+keyLiteral(t, b)).Scan(&less)
+	return less, err
+}
+
+func sameKey(a, b []string) bool {
+	if (a == nil) != (b == nil) || len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// keyLiteral writes an order-key value as a row of typed literals. COPY
+// takes no parameters, so the key goes into the statement; every value is
+// quoted and cast to its column's type.
+func keyLiteral(t *Table, key []string) string {
+	var b strings.Builder
+	b.WriteString("ROW(")
+	for i, k := range t.OrderKey {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgwire.QuoteLiteral(key[i]))
+		b.WriteString("::")
+		b.WriteString(t.Columns[k].Type)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// keyText turns the binary order-key fields of a batch's last row into
+// text, the form progress rows keep and keyLiteral quotes. Text input and
+// output of the key types are exact (integers, text, uuid, numeric,
+// timestamps to the microsecond), so the next batch starts right after it.
+func keyText(m *pgtype.Map, t *Table, fields [][]byte) ([]string, error) {
+	out := make([]string, len(fields))
+	for i, raw := range fields {
+		col := t.Columns[t.OrderKey[i]]
+		if raw == nil {
+			return nil, pgerr.New(pgerr.InternalError, "order key column %s is NULL in a copied row", col.Name)
+		}
+		typ, ok := m.TypeForOID(col.TypeOID)
+		if !ok {
+			return nil, pgerr.New(pgerr.FeatureNotSupported,
+				"table %s: order key column %s is of type %s, which the copy cannot resume by", t.DisplayName(), col.Name, col.Type)
+		}
+		v, err := typ.Codec.DecodeValue(m, col.TypeOID, pgtype.BinaryFormatCode, raw)
+		if err != nil {
+			return nil, fmt.Errorf("decode order key column %s: %w", col.Name, err)
+		}
+		text, err := m.Encode(col.TypeOID, pgtype.TextFormatCode, v, nil)
+		if err != nil {
+			return nil, fmt.Errorf("encode order key column %s: %w", col.Name, err)
+		}
+		out[i] = string(text)
+	}
+	return out, nil
+}

@@ -1,0 +1,448 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/tesseradb/tessera/pgerr"
+)
+
+// publicationNameRE keeps a publication name safe inside START_REPLICATION,
+// which takes no parameters.
+var publicationNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// DefaultStatusInterval is how often a stream reports its applied position
+// to the source when Stream.StatusInterval is zero.
+const DefaultStatusInterval = time.Second
+
+// Stream carries the changes of one source shard's tables to their target
+// shards: one decoder per source fans out to all its targets. It reads the
+// slot's pgoutput stream in binary mode (text output would depend on the
+// source's DateStyle and TimeZone), routes each change by the target
+// placement's shard function, and applies each source transaction's
+// changes on each target it touches in one transaction there, in source
+// commit order, with the target's replication origin advanced in that same
+// transaction. It confirms to the slot only positions every target has
+// durably applied, so a restarted stream neither skips a transaction (the
+// slot resends everything after the confirmed position) nor applies one
+// twice (a target skips what its origin says it has).
+//
+// Statements are idempotent (an insert is an upsert on the order key;
+// updates and deletes match it), so replaying changes the copy's snapshot
+// already holds converges on the source's rows.
+type Stream struct {
+	Workflow string
+	Source   string // the source shard's uid
+	// SourceConnString names the source database; replication mode is
+	// added for the stream's connection.
+	SourceConnString string
+	Slot             string // the slot OpenSnapshot created
+	Publication      string // a publication of exactly Tables, made before the slot
+	Tables           []StreamTable
+	Targets          []Target // each Conn used by this stream alone
+	// StopAt, when set, makes Run return nil once every change up to this
+	// source LSN is applied: for catching up before a cutover, and tests.
+	StopAt pglogrepl.LSN
+	// StatusInterval is how often the applied position is reported;
+	// zero means DefaultStatusInterval.
+	StatusInterval time.Duration
+
+	targetOf   map[string]int
+	sourceEnd  atomic.Uint64 // the source's WAL end when last asked
+	applied    atomic.Uint64 // what every target has applied
+	lastCommit atomic.Int64  // unix micros of the last applied source commit
+
+	// afterApply, when set (by tests), runs after a target commits a
+	// source transaction.
+	afterApply func(target int, end pglogrepl.LSN)
+}
+
+// Lag reports how far the targets are behind the source: the WAL bytes
+// between the source's end (asked every StatusInterval: the stream itself
+// carries only the positions of the changes it sends) and what every
+// target has applied, and, while behind, the age of the last applied
+// source commit.
+func (s *Stream) Lag() (bytes int64, seconds float64) {
+	end, applied := s.sourceEnd.Load(), s.applied.Load()
+	if end <= applied {
+		return 0, 0
+	}
+	if us := s.lastCommit.Load(); us > 0 {
+		seconds = time.Since(time.UnixMicro(us)).Seconds()
+	}
+	return int64(end - applied), seconds
+}
+
+// Run streams changes until ctx ends (returning its error), StopAt is
+// reached (returning nil), or an error stops it. Each target's Conn is
+// bound to the target's replication origin: give Run connections of its
+// own, and new ones when it is run again.
+func (s *Stream) Run(ctx context.Context) error {
+	if !slotNameRE.MatchString(s.Slot) || !publicationNameRE.MatchString(s.Publication) {
+		return pgerr.New(pgerr.InvalidParameterValue, "slot %q or publication %q: use 1 to 63 lower-case letters, digits and underscores", s.Slot, s.Publication)
+	}
+	tables := map[string]*StreamTable{}
+	for i := range s.Tables {
+		tables[s.Tables[i].Table.DisplayName()] = &s.Tables[i]
+	}
+	source, err := pgx.Connect(ctx, s.SourceConnString)
+	if err != nil {
+		return fmt.Errorf("connect to the source: %w", err)
+	}
+	defer source.Close(context.Background())
+	confirmed, err := s.checkSource(ctx, source)
+	if err != nil {
+		return err
+	}
+	s.targetOf = map[string]int{}
+	origins := make([]pglogrepl.LSN, len(s.Targets))
+	segments := make([][]segment, len(s.Targets))
+	var start pglogrepl.LSN
+	for i, tg := range s.Targets {
+		s.targetOf[tg.Shard] = i
+		lsn, err := setupOrigin(ctx, tg.Conn, OriginName(s.Workflow, s.Source, tg.Shard))
+		if err != nil {
+			return fmt.Errorf("target %s: %w", tg.Shard, err)
+		}
+		defer releaseOrigin(tg.Conn)
+		if segments[i], err = readSegments(ctx, tg.Conn, s.Workflow, s.Source); err != nil {
+			return fmt.Errorf("target %s: copy progress: %w", tg.Shard, err)
+		}
+		origins[i] = lsn
+		if i == 0 || lsn < start {
+			start = lsn
+		}
+	}
+
+	cfg, err := pgconn.ParseConfig(s.SourceConnString)
+	if err != nil {
+		return err
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("replication connection to the source: %w", err)
+	}
+	defer conn.Close(context.Background())
+	// Starting at the lowest origin (or, with none, at the slot's
+	// confirmed position, which the server also never goes below) resends
+	// what some target lacks; the others skip it by their origins.
+	err = pglogrepl.StartReplication(ctx, conn, s.Slot, start, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '2'", "publication_names '" + s.Publication + "'", "binary 'true'"},
+	})
+	if err != nil {
+		return fmt.Errorf("start replication from slot %s: %w", s.Slot, err)
+	}
+
+	// Report nothing below what the slot has confirmed already: older
+	// Postgres versions let a lower report move it backwards.
+	d := decoder{s: s, tables: tables, relations: map[uint32]*relation{}, origins: origins, segments: segments,
+		pending: make([][]change, len(s.Targets)), applied: max(start, confirmed)}
+	s.applied.Store(uint64(d.applied))
+	interval := s.StatusInterval
+	if interval <= 0 {
+		interval = DefaultStatusInterval
+	}
+	nextStatus := time.Now()
+	for {
+		if s.StopAt != 0 && d.applied >= s.StopAt {
+			return s.sendStatus(ctx, conn, d.applied, false)
+		}
+		if !time.Now().Before(nextStatus) {
+			// Asking for a reply brings a keepalive with the source's
+			// position, which lets an idle stream confirm and reach StopAt.
+			if err := s.sendStatus(ctx, conn, d.applied, true); err != nil {
+				return err
+			}
+			var end pglogrepl.LSN
+			if err := source.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&end); err != nil {
+				return fmt.Errorf("source WAL position: %w", err)
+			}
+			s.sourceEnd.Store(uint64(end))
+			nextStatus = time.Now().Add(interval)
+		}
+		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		raw, err := conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("replication stream: %w", err)
+		}
+		switch m := raw.(type) {
+		case *pgproto3.CopyData:
+			if err := d.copyData(ctx, conn, m.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return pgconn.ErrorResponseToPgError(m)
+		}
+	}
+}
+
+// checkSource refuses tables whose replica identity lacks their keys, and
+// returns the position the slot has confirmed.
+func (s *Stream) checkSource(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
+	for _, st := range s.Tables {
+		if err := CheckReplicaIdentity(ctx, conn, st.Table); err != nil {
+			return 0, err
+		}
+	}
+	var confirmed *string
+	err := conn.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", s.Slot).Scan(&confirmed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, pgerr.New(pgerr.UndefinedObject, "replication slot %q does not exist on the source", s.Slot)
+	}
+	if err != nil || confirmed == nil {
+		return 0, err
+	}
+	return pglogrepl.ParseLSN(*confirmed)
+}
+
+func (s *Stream) sendStatus(ctx context.Context, conn *pgconn.PgConn, applied pglogrepl.LSN, reply bool) error {
+	if applied == 0 {
+		return nil
+	}
+	return pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: applied, ReplyRequested: reply,
+	})
+}
+
+// decoder is one Run's decoding state.
+type decoder struct {
+	s         *Stream
+	tables    map[string]*StreamTable
+	relations map[uint32]*relation
+	origins   []pglogrepl.LSN // per target: applied up to
+	pending   [][]change      // per target: the open transaction's changes
+	segments  [][]segment     // per target: the stretches its copy wrote
+	inTx      bool
+	commitLSN pglogrepl.LSN // of the open transaction
+	applied   pglogrepl.LSN // everything up to here is applied on every target
+}
+
+func (d *decoder) copyData(ctx context.Context, conn *pgconn.PgConn, data []byte) error {
+	if len(data) == 0 {
+		return pgerr.New(pgerr.ProtocolViolation, "empty replication message")
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		k, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return err
+		}
+		// Every message before the keepalive is handled; with no
+		// transaction open, nothing before its position is still owed.
+		if !d.inTx && k.ServerWALEnd > d.applied {
+			d.applied = k.ServerWALEnd
+		}
+		d.s.applied.Store(uint64(d.applied))
+		if k.ReplyRequested {
+			return d.s.sendStatus(ctx, conn, d.applied, false)
+		}
+		return nil
+	case pglogrepl.XLogDataByteID:
+		x, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return err
+		}
+		return d.message(ctx, x.WALData)
+	}
+	return nil
+}
+
+func (d *decoder) message(ctx context.Context, walData []byte) error {
+	msg, err := pglogrepl.ParseV2(walData, false)
+	if err != nil {
+		return fmt.Errorf("decode pgoutput message: %w", err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessageV2:
+		rel, err := newRelation(&m.RelationMessage, d.tables)
+		if err != nil {
+			return err
+		}
+		d.relations[m.RelationID] = rel
+	case *pglogrepl.BeginMessage:
+		d.inTx, d.commitLSN = true, m.FinalLSN
+		for i := range d.pending {
+			d.pending[i] = d.pending[i][:0]
+		}
+	case *pglogrepl.InsertMessageV2:
+		return d.insert(m.RelationID, m.Tuple)
+	case *pglogrepl.UpdateMessageV2:
+		return d.update(&m.UpdateMessage)
+	case *pglogrepl.DeleteMessageV2:
+		return d.delete(m.RelationID, m.OldTuple)
+	case *pglogrepl.CommitMessage:
+		return d.commit(ctx, m)
+	case *pglogrepl.TruncateMessageV2:
+		return pgerr.New(pgerr.FeatureNotSupported, "TRUNCATE of a table being moved is not replicated; stop the move first")
+	case *pglogrepl.StreamStartMessageV2, *pglogrepl.StreamCommitMessageV2, *pglogrepl.StreamAbortMessageV2:
+		return pgerr.New(pgerr.ProtocolViolation, "streamed in-progress transactions were not asked for")
+	}
+	// Type, origin and logical decoding messages change nothing here.
+	return nil
+}
+
+func (d *decoder) relation(id uint32) (*relation, error) {
+	rel := d.relations[id]
+	if rel == nil {
+		return nil, pgerr.New(pgerr.ProtocolViolation, "change of relation %d before its Relation message", id)
+	}
+	return rel, nil
+}
+
+// add queues a change for a target, unless the target's copy of the row
+// is newer than the change. A transaction that committed before a copy
+// snapshot's consistent point is in that snapshot: a row copied from it
+// must not take the change again (replaying it would bring back an older
+// version of the row until the stream caught up). A copy resumed from a
+// later snapshot makes such stretches; the first snapshot is the slot's
+// own, and the slot sends nothing older.
+func (d *decoder) add(target int, c change) {
+	var conds []string
+	for _, sg := range d.segments[target] {
+		if d.commitLSN >= sg.lsn || sg.table != c.table.DisplayName() {
+			continue
+		}
+		cond := sg.holds(c.table, &c)
+		if cond == "true" {
+			return // the whole table was copied after this change
+		}
+		conds = append(conds, cond)
+	}
+	if len(conds) > 0 {
+		c.guard(strings.Join(conds, " OR "))
+	}
+	d.pending[target] = append(d.pending[target], c)
+}
+
+func (d *decoder) insert(relID uint32, tuple *pglogrepl.TupleData) error {
+	rel, err := d.relation(relID)
+	if err != nil {
+		return err
+	}
+	row, err := rel.row(tuple)
+	if err != nil {
+		return err
+	}
+	target, err := rel.target(d.s, row)
+	if err != nil {
+		return err
+	}
+	c, err := rel.upsert(row)
+	if err != nil {
+		return err
+	}
+	d.add(target, c)
+	return nil
+}
+
+// update applies an UPDATE. Without an old tuple the key did not change;
+// with one (the key changed, or REPLICA IDENTITY FULL) the row may move:
+// then it is deleted on the old target and inserted on the new one.
+func (d *decoder) update(m *pglogrepl.UpdateMessage) error {
+	rel, err := d.relation(m.RelationID)
+	if err != nil {
+		return err
+	}
+	row, err := rel.row(m.NewTuple)
+	if err != nil {
+		return err
+	}
+	old := row
+	if m.OldTuple != nil {
+		if old, err = rel.row(m.OldTuple); err != nil {
+			return err
+		}
+		// Unchanged TOASTed values are not resent; a full old row has them.
+		for j := range row {
+			if row[j].kind == pglogrepl.TupleDataTypeToast && m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld &&
+				old[j].kind != pglogrepl.TupleDataTypeToast {
+				row[j] = old[j]
+			}
+		}
+	}
+	newTarget, err := rel.target(d.s, row)
+	if err != nil {
+		return err
+	}
+	oldTarget, err := rel.target(d.s, old)
+	if err != nil {
+		return err
+	}
+	t := rel.st.Table
+	if oldTarget != newTarget || !sameOrderKey(t, old, row) {
+		d.add(oldTarget, rel.delete(old))
+		c, err := rel.upsert(row)
+		if err != nil {
+			return err
+		}
+		d.add(newTarget, c)
+		return nil
+	}
+	if c, err := rel.upsert(row); err == nil {
+		d.add(newTarget, c)
+		return nil
+	}
+	// Some unchanged TOASTed value is missing: update what was sent.
+	d.add(newTarget, rel.update(old, row))
+	return nil
+}
+
+func (d *decoder) delete(relID uint32, tuple *pglogrepl.TupleData) error {
+	rel, err := d.relation(relID)
+	if err != nil {
+		return err
+	}
+	if tuple == nil {
+		return pgerr.New(pgerr.ObjectNotInPrerequisiteState, "a DELETE of %s carries no old key", rel.st.Table.DisplayName())
+	}
+	old, err := rel.row(tuple)
+	if err != nil {
+		return err
+	}
+	target, err := rel.target(d.s, old)
+	if err != nil {
+		return err
+	}
+	d.add(target, rel.delete(old))
+	return nil
+}
+
+func (d *decoder) commit(ctx context.Context, m *pglogrepl.CommitMessage) error {
+	end := m.TransactionEndLSN
+	for i, changes := range d.pending {
+		if len(changes) == 0 || end <= d.origins[i] {
+			continue // nothing for this target, or applied before a restart
+		}
+		tg := d.s.Targets[i]
+		if err := applyTransaction(ctx, tg.Conn, changes, end, m.CommitTime); err != nil {
+			return fmt.Errorf("apply source transaction ending at %s on %s: %w", end, tg.Shard, err)
+		}
+		d.origins[i] = end
+		if d.s.afterApply != nil {
+			d.s.afterApply(i, end)
+		}
+	}
+	d.inTx = false
+	d.applied = end
+	d.s.applied.Store(uint64(end))
+	d.s.lastCommit.Store(m.CommitTime.UnixMicro())
+	return nil
+}
