@@ -20,9 +20,8 @@ var errAborted = pgerr.New("25P02", "current transaction is aborted, commands ig
 // and forwards the answer without its ReadyForQuery. It reports whether
 // the statement failed.
 func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
-	if c.tx.failed && r.kind != kindTxOther {
-		// ROLLBACK TO is what a failed transaction may still run; the
-		// shard decides.
+	if c.tx.failed && !r.rollbackTo && r.kind != kindCommit && r.kind != kindRollback {
+		// A failed transaction may still end, or return to a savepoint.
 		c.out = appendError(c.out, "ERROR", errAborted)
 		return true, nil
 	}

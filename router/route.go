@@ -124,7 +124,7 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		case planner.Rollback:
 			r.kind = kindRollback
 		case planner.Savepoint, planner.Release, planner.RollbackTo:
-			r.kind = kindTxOther
+			r.kind, r.rollbackTo = kindTxOther, st.Transaction == planner.RollbackTo
 		}
 		if r.kind != kindTxOther {
 			return r
@@ -189,8 +189,10 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		if len(st.Targets) == 1 {
 			r.mode = routeOne
 		}
+	case planner.Authoritative:
+		r.shards, r.mode = c.fixedShard(st), routeOne
 	default:
-		r.shards, r.mode = c.txOrAuthoritative(st.Targets), routeOne
+		r.shards, r.mode = c.txOrAuthoritative(nil), routeOne
 	}
 	if len(r.shards) == 0 {
 		ar := c.authoritativeRoute()
@@ -199,8 +201,36 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 	return r
 }
 
-// txOrAuthoritative sends statements that could run anywhere (SELECT 1,
-// SET, SHOW) into the open transaction's shard, so they see its state.
+// fixedShard is where an Authoritative-route statement runs: the shard
+// that owns its tables, whatever the transaction touched before. Only a
+// statement that neither reads a table nor changes anything (SELECT 1,
+// SELECT now(), SHOW) may run in the open transaction's first shard
+// instead, so as not to add a shard to it: its answer is the same there,
+// and a value that belongs to the backend or the transaction (now(),
+// pg_backend_pid()) comes from the same shard all through the
+// transaction. Anything else that names no table (nextval, txid_current,
+// a user's function, a catalog read) runs on the authoritative shard,
+// where unsharded data, sequences' values and temporary objects live.
+func (c *clientConn) fixedShard(st *plannedStmt) []string {
+	if c.tx.active && len(c.tx.shards) > 0 && anywhere(st) {
+		return c.tx.shards[:1]
+	}
+	return st.Targets
+}
+
+// anywhere reports a statement any shard answers alike: it names no table
+// (not even a catalog), calls only functions known to change nothing and
+// leaves nothing in the session.
+func anywhere(st *plannedStmt) bool {
+	return len(st.Tables) == 0 && st.SessionState == 0 && !st.SideEffects &&
+		(st.Kind == planner.Select && st.ReadOnly || st.Kind == planner.Show)
+}
+
+// txOrAuthoritative is where statements the router coordinates go when
+// they need a shard at all (SET, FETCH, DISCARD, transaction control in
+// the extended protocol, a syntax error for Postgres to report): the open
+// transaction's first shard, so that they act in the transaction, else
+// targets.
 func (c *clientConn) txOrAuthoritative(targets []string) []string {
 	if c.tx.active && len(c.tx.shards) > 0 {
 		return c.tx.shards[:1]
@@ -231,9 +261,12 @@ func (c *clientConn) sameShard(stmts []*plannedStmt) bool {
 		if st.SessionState != 0 {
 			return false
 		}
+		// Where route sends the statement alone, so that the string
+		// goes where each of its statements would.
+		target := c.fixedShard(st)[0]
 		if shard == "" {
-			shard = st.Targets[0]
-		} else if shard != st.Targets[0] {
+			shard = target
+		} else if shard != target {
 			return false
 		}
 	}

@@ -45,6 +45,11 @@ type routed struct {
 	// pass on the first limit (ordered.go).
 	order        []planner.OrderKey
 	sessionState bool // binds the client session to one backend from now on
+	rollbackTo   bool // ROLLBACK TO, which a failed transaction may run
+	// txControl: in an extended-protocol batch, a statement placed when
+	// it runs (COMMIT, ROLLBACK, SAVEPOINT, RELEASE, ROLLBACK TO, SET
+	// LOCAL; extended.go's runSegment).
+	txControl bool
 	// autocommit: a plain read (SELECT without locking clauses or
 	// data-modifying WITH) that keeps no session state; outside a
 	// transaction the sidecar may pipeline it on a connection other

@@ -117,11 +117,9 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 		}
 		return false, nil
 	case kindTxOther:
-		if !c.tx.active || len(c.tx.shards) == 0 {
-			// Nothing ran yet: run it where the transaction will start.
-			break
+		if c.tx.active {
+			return c.onTxShards(ctx, r, frontend, nil, false)
 		}
-		return c.onTxShards(ctx, r, frontend)
 	case kindTesseraSet:
 		if err := c.recordSetting(r); err != nil {
 			c.out = appendError(c.out, "ERROR", err)
@@ -148,6 +146,10 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 		}
 		c.out = appendCommandComplete(c.out, "EXPLAIN")
 		return false, nil
+	}
+	if r.kind == kindSet && r.setLocal && c.tx.active {
+		// SET LOCAL lasts as long as the transaction, on each shard of it.
+		return c.onTxShards(ctx, r, frontend, nil, true)
 	}
 	failed, err := c.execute(ctx, r, frontend, nil, r.kind == kindSet || len(r.sets) > 0)
 	if err != nil || failed {
@@ -177,12 +179,4 @@ func (c *clientConn) recordSetting(r *routed) error {
 	}
 	c.settings.set(r.setName, r.setValue)
 	return nil
-}
-
-// onTxShards runs SAVEPOINT, RELEASE or ROLLBACK TO on every shard of the
-// transaction, forwarding the first shard's answer.
-func (c *clientConn) onTxShards(ctx context.Context, r *routed, frontend []byte) (bool, error) {
-	rr := *r
-	rr.mode, rr.shards = routeEverywhere, c.tx.shards
-	return c.execute(ctx, &rr, frontend, nil, false)
 }
