@@ -52,6 +52,9 @@ type clientConn struct {
 	stmts    map[string]*prepared // named prepared statements
 	unnamed  *prepared
 	portals  map[string]string // portal name -> shard it was bound on
+	// authRels are relations this session made that exist on the
+	// authoritative shard only (temps.go).
+	authRels map[string]bool
 	backends map[string]*backendSession
 	tx       txState
 	batch    extBatch

@@ -38,6 +38,7 @@ type extBatch struct {
 	backend bool    // holds messages for a shard
 	skip    bool    // an error: discard messages until Sync
 	sets    []*routed
+	ddl     []*routed // DDL whose relations the session follows (temps.go)
 	// unnamedHere: the unnamed statement was parsed in this batch, so
 	// the backend that runs its Bind has it.
 	unnamedHere bool
@@ -61,7 +62,7 @@ func (b *extBatch) reset() {
 	b.group = -1
 	b.frontend = b.frontend[:0]
 	b.prepared = b.prepared[:0]
-	b.r, b.backend, b.skip, b.sets = nil, false, false, nil
+	b.r, b.backend, b.skip, b.sets, b.ddl = nil, false, false, nil, nil
 	b.unnamedHere, b.notReads = false, false
 }
 
@@ -315,6 +316,11 @@ func (c *clientConn) bind(msg []byte) error {
 		c.batch.sets = append(c.batch.sets, r)
 	case kindSet:
 		c.batch.sets = append(c.batch.sets, r)
+	}
+	if r.relations != nil {
+		c.batch.ddl = append(c.batch.ddl, r)
+	}
+	switch r.kind {
 	case kindCommit, kindRollback, kindTxOther:
 		r.txControl = true
 	}
@@ -363,7 +369,7 @@ func (c *clientConn) bind(msg []byte) error {
 // the batch has run.
 func (c *clientConn) bindTarget() *routed {
 	b := &c.batch
-	if b.r == nil && len(b.segments) == 0 && len(b.sets) == 0 {
+	if b.r == nil && len(b.segments) == 0 && len(b.sets) == 0 && len(b.ddl) == 0 {
 		return &c.bindRouted
 	}
 	return new(routed)
@@ -540,6 +546,9 @@ func (c *clientConn) runBatch(final bool) error {
 	for _, s := range c.batch.sets {
 		c.recordSetting(s)
 	}
+	for _, d := range c.batch.ddl {
+		c.noteRelations(d.relations, d.onAuthOnly)
+	}
 	return nil
 }
 
@@ -554,7 +563,7 @@ func (c *clientConn) runSegment(r *routed, frontend []byte, prepared []*pb.Prepa
 		return c.execute(ctx, r, frontend, prepared, scan)
 	}
 	if r.kind != kindCommit && r.kind != kindRollback {
-		return c.onTxShards(ctx, r, frontend, prepared, scan)
+		return c.onTxShards(ctx, r, frontend, prepared)
 	}
 	if r.kind == kindCommit && c.tx.failed && (c.tx.routerFailed || len(c.tx.shards) > 1) {
 		// The client's COMMIT must not commit the first shard's part if

@@ -123,7 +123,7 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 			r.kind = kindCommit
 		case planner.Rollback:
 			r.kind = kindRollback
-		case planner.Savepoint, planner.Release, planner.RollbackTo:
+		case planner.Savepoint, planner.Release, planner.RollbackTo, planner.SetTransaction:
 			r.kind, r.rollbackTo = kindTxOther, st.Transaction == planner.RollbackTo
 		}
 		if r.kind != kindTxOther {
@@ -198,6 +198,12 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		ar := c.authoritativeRoute()
 		r.shards = ar.shards
 	}
+	if st.Kind == planner.DDL {
+		r.relations = st
+		if shard, ok := c.authOnly(st); ok && r.mode == routeEverywhere {
+			r.shards, r.mode, r.onAuthOnly = []string{shard}, routeOne, true
+		}
+	}
 	return r
 }
 
@@ -248,17 +254,43 @@ func (c *clientConn) authoritativeRoute() routed {
 
 // sameShard reports whether every statement of a multi-statement string
 // runs on the same single shard and none needs the router, so the string
-// can go as it came.
+// can go as it came, and Postgres gives it its implicit-transaction
+// semantics. Outside a transaction, BEGIN, COMMIT and ROLLBACK go with
+// the string, and so do SAVEPOINT, RELEASE, ROLLBACK TO and SET
+// TRANSACTION in a string without BEGIN (in the string's implicit
+// transaction, which Postgres alone keeps), and statements that cannot
+// run in a transaction block, which Postgres refuses there wherever they
+// go ("VACUUM cannot run inside a transaction block").
 func (c *clientConn) sameShard(stmts []*plannedStmt) bool {
 	var shard string
+	begins, inString := false, false
 	for _, st := range stmts {
-		if st.Err != nil || st.Route == planner.Router || st.Route == planner.Shard || st.Route == planner.Everywhere || len(st.Targets) != 1 {
-			if !(st.Kind == planner.Transaction && (st.Transaction == planner.Begin || st.Transaction == planner.Commit || st.Transaction == planner.Rollback) && !c.tx.active) {
-				return false
-			}
-			continue
+		if st.Kind == planner.Transaction && st.Transaction == planner.Begin {
+			begins = true
 		}
-		if st.SessionState != 0 {
+	}
+	for _, st := range stmts {
+		switch {
+		case st.Err != nil:
+			return false
+		case st.NoTransaction:
+			inString = true
+			continue
+		case st.Kind == planner.Transaction && !c.tx.active:
+			switch st.Transaction {
+			case planner.Begin, planner.Commit, planner.Rollback:
+				continue
+			case planner.Savepoint, planner.Release, planner.RollbackTo, planner.SetTransaction:
+				if begins {
+					return false
+				}
+				inString = true
+				continue
+			}
+			return false
+		case st.Route == planner.Router || st.Route == planner.Shard || st.Route == planner.Everywhere || len(st.Targets) != 1:
+			return false
+		case st.SessionState != 0:
 			return false
 		}
 		// Where route sends the statement alone, so that the string
@@ -270,15 +302,17 @@ func (c *clientConn) sameShard(stmts []*plannedStmt) bool {
 			return false
 		}
 	}
-	return shard != ""
+	return shard != "" || inString
 }
 
-// combined is the route of a multi-statement string sent whole. Its SET
-// statements are recorded once the string ran without error.
+// combined is the route of a multi-statement string sent whole: that of
+// its first statement that runs on a shard of its own (sameShard), else
+// the authoritative one. Its SET statements are recorded once the string
+// ran without error.
 func (c *clientConn) combined(stmts []*plannedStmt, sql string) routed {
 	r := c.authoritativeRoute()
 	for _, st := range stmts {
-		if st.Route != planner.Router {
+		if st.Route != planner.Router && !st.NoTransaction {
 			r = c.route(st, nil)
 			break
 		}

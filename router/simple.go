@@ -69,6 +69,9 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 				break
 			}
 			r := c.route(st, nil)
+			// Postgres stops at the string's first error: so must the
+			// router, which needs to see it.
+			r.scan = true
 			failed, err := c.statement(ctx, &r, queryMessage(r.sql))
 			if err != nil {
 				return err
@@ -109,7 +112,7 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 			// Let Postgres answer a COMMIT outside a transaction (a
 			// warning, or an error for AND CHAIN) in its own words.
 			ar := c.authoritativeRoute()
-			return c.execute(ctx, &ar, frontend, nil, false)
+			return c.execute(ctx, &ar, frontend, nil, r.scan)
 		}
 		if err := c.endTx(ctx, r.sql, r.kind == kindCommit); err != nil {
 			c.out = appendError(c.out, "ERROR", err)
@@ -118,7 +121,7 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 		return false, nil
 	case kindTxOther:
 		if c.tx.active {
-			return c.onTxShards(ctx, r, frontend, nil, false)
+			return c.onTxShards(ctx, r, frontend, nil)
 		}
 	case kindTesseraSet:
 		if err := c.recordSetting(r); err != nil {
@@ -149,14 +152,17 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 	}
 	if r.kind == kindSet && r.setLocal && c.tx.active {
 		// SET LOCAL lasts as long as the transaction, on each shard of it.
-		return c.onTxShards(ctx, r, frontend, nil, true)
+		return c.onTxShards(ctx, r, frontend, nil)
 	}
-	failed, err := c.execute(ctx, r, frontend, nil, r.kind == kindSet || len(r.sets) > 0)
+	failed, err := c.execute(ctx, r, frontend, nil, r.scan || r.kind == kindSet || len(r.sets) > 0)
 	if err != nil || failed {
 		return failed, err
 	}
 	if r.kind == kindSet && !r.setLocal {
 		c.recordSetting(r)
+	}
+	if r.relations != nil {
+		c.noteRelations(r.relations, r.onAuthOnly)
 	}
 	return false, nil
 }

@@ -208,7 +208,7 @@ func (c *clientConn) endOthers(commit bool) error {
 // has no shard yet it runs where r says, which joins that shard. In a
 // failed transaction only ROLLBACK TO may run; once it ran everywhere the
 // transaction is healthy again, as on one Postgres.
-func (c *clientConn) onTxShards(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
+func (c *clientConn) onTxShards(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
 	if c.tx.failed && !r.rollbackTo {
 		c.out = appendError(c.out, "ERROR", errAborted)
 		return true, nil
@@ -220,7 +220,7 @@ func (c *clientConn) onTxShards(ctx context.Context, r *routed, frontend []byte,
 			rr.mode = routeOne
 		}
 	}
-	failed, err := c.execute(ctx, &rr, frontend, prepared, scan)
+	failed, err := c.execute(ctx, &rr, frontend, prepared, true)
 	if err != nil || failed || !c.tx.active {
 		return failed, err
 	}

@@ -83,6 +83,14 @@ var txScripts = map[string][]string{
 		"COMMIT",
 		"SHOW statement_timeout",
 	},
+	"SET TRANSACTION on every shard": {
+		"BEGIN",
+		"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+		"SELECT current_setting('transaction_isolation')",
+		"SELECT current_setting('transaction_isolation'), count(*) FROM customers WHERE customer_id = 42",
+		"SELECT current_setting('transaction_isolation'), count(*) FROM customers WHERE customer_id = 1",
+		"COMMIT",
+	},
 	"sequences and functions run where unsharded data lives": {
 		"BEGIN",
 		"INSERT INTO customers VALUES (42, 'v')",
@@ -253,4 +261,50 @@ func TestTransactionBatchFollowsItsTables(t *testing.T) {
 	if s := conn.PgConn().TxStatus(); s != 'I' {
 		t.Errorf("after COMMIT the router reports transaction status %q", s)
 	}
+}
+
+// TestQueryStringsAnswerAsPostgres: a simple-protocol string of several
+// statements runs whole on one shard when its statements allow, so that
+// Postgres applies its implicit-transaction rules; split over shards, it
+// stops at its first error, as Postgres does.
+func TestQueryStringsAnswerAsPostgres(t *testing.T) {
+	strs := []string{
+		"SELECT 1; VACUUM",
+		"SELECT 1; COMMIT; VACUUM",
+		"SELECT 1; SAVEPOINT sp",
+		"ROLLBACK TO SAVEPOINT sp; SELECT 2",
+		"SELECT 2; RELEASE SAVEPOINT sp; SELECT 3",
+		"SELECT 1; BEGIN; SAVEPOINT sp; ROLLBACK TO SAVEPOINT sp; COMMIT",
+		"SET TRANSACTION READ ONLY; COMMIT AND CHAIN",
+		"SHOW transaction_read_only",
+		"SELECT 1/0; INSERT INTO customers VALUES (1, 'y')",
+		"SELECT count(*) FROM customers WHERE customer_id = 1",
+	}
+	ref, conn := plainPostgres(t), connect(t, "store")
+	mustExec(t, ref, txReset...)
+	mustExec(t, conn, txReset...)
+	for _, sql := range strs {
+		want, got := answerAll(ref, sql), answerAll(conn, sql)
+		if got != want {
+			t.Errorf("%s\n  router:   %s\n  Postgres: %s", sql, got, want)
+		}
+	}
+}
+
+// answerAll runs a query string and describes every result in it.
+func answerAll(conn *pgx.Conn, sql string) string {
+	results, err := conn.PgConn().Exec(context.Background(), sql).ReadAll()
+	var out []string
+	for _, r := range results {
+		out = append(out, fmt.Sprint(r.CommandTag.String(), r.Rows))
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			out = append(out, "ERROR "+pgErr.Code)
+		} else {
+			out = append(out, "ERROR "+err.Error())
+		}
+	}
+	return strings.Join(out, "; ")
 }

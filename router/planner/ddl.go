@@ -17,7 +17,11 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 	c.authoritative(st)
 	refs, err := c.resolveTables(f, nil, nil)
 	if err == nil {
-		refs, err = c.droppedTables(n.GetDropStmt(), refs)
+		ds := n.GetDropStmt()
+		refs, err = c.namedRelations(ds.GetRemoveType(), ds.GetObjects(), refs)
+	}
+	if cs := n.GetCommentStmt(); err == nil && cs != nil {
+		refs, err = c.namedRelations(cs.Objtype, []*pg_query.Node{cs.Object}, refs)
 	}
 	st.Tables, st.Err = tableNames(refs), err
 	switch x := n.GetNode().(type) {
@@ -29,8 +33,16 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 		c.ddl(st, x.CreateSeqStmt.Sequence, false)
 	case *pg_query.Node_IndexStmt:
 		c.ddl(st, nil, x.IndexStmt.Concurrent)
+		st.Creates = x.IndexStmt.Idxname
 	case *pg_query.Node_DropStmt:
 		c.ddl(st, nil, x.DropStmt.Concurrent)
+		st.Drops = len(st.Tables) > 0
+	case *pg_query.Node_RenameStmt:
+		c.ddl(st, nil, false)
+		if x.RenameStmt.Relation != nil && x.RenameStmt.Subname == "" {
+			// ALTER TABLE, INDEX, VIEW or SEQUENCE ... RENAME TO
+			st.Creates = x.RenameStmt.Newname
+		}
 	case *pg_query.Node_CreatedbStmt, *pg_query.Node_DropdbStmt,
 		*pg_query.Node_CreateTableSpaceStmt, *pg_query.Node_DropTableSpaceStmt:
 		c.ddl(st, nil, true)
@@ -87,6 +99,7 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 // object: that lives in one backend session, on the authoritative shard.
 func (c *planCtx) ddl(st *Statement, created *pg_query.RangeVar, noTransaction bool) {
 	st.Kind, st.NoTransaction = DDL, noTransaction
+	st.Creates = created.GetRelname()
 	if created.GetRelpersistence() == "t" {
 		st.SessionState |= TempTable
 		return
@@ -140,16 +153,16 @@ func (c *planCtx) planDeclare(st *Statement, dc *pg_query.DeclareCursorStmt, f *
 	}
 }
 
-// droppedTables adds the relations a DROP names (as name lists, not
-// RangeVars) to refs.
-func (c *planCtx) droppedTables(ds *pg_query.DropStmt, refs []*tableRef) ([]*tableRef, error) {
-	switch ds.GetRemoveType() {
+// namedRelations adds the relations a DROP or COMMENT names (as name
+// lists, not RangeVars) to refs.
+func (c *planCtx) namedRelations(kind pg_query.ObjectType, objects []*pg_query.Node, refs []*tableRef) ([]*tableRef, error) {
+	switch kind {
 	case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
 		pg_query.ObjectType_OBJECT_INDEX, pg_query.ObjectType_OBJECT_SEQUENCE, pg_query.ObjectType_OBJECT_FOREIGN_TABLE:
 	default:
 		return refs, nil
 	}
-	for _, o := range ds.Objects {
+	for _, o := range objects {
 		var parts []string
 		for _, p := range o.GetList().GetItems() {
 			parts = append(parts, p.GetString_().GetSval())

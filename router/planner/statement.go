@@ -68,6 +68,13 @@ type Statement struct {
 	// NoTransaction reports a statement that cannot run inside a
 	// transaction block.
 	NoTransaction bool
+	// Creates is the relation a CREATE TABLE, VIEW, SEQUENCE or TABLE AS
+	// makes, unqualified, temporary or not (a temporary one has the
+	// TempTable session state); Drops marks a DROP of relations, which
+	// Tables lists. The router follows the session's temporary relations
+	// with them.
+	Creates string
+	Drops   bool
 
 	// Merge says how the answers combine when several shards run the
 	// statement: MergeCounts for a SELECT of counts, which the router

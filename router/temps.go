@@ -1,0 +1,50 @@
+package router
+
+import (
+	"strings"
+
+	"github.com/tesseradb/tessera/router/planner"
+)
+
+// Relations that exist on the authoritative shard only. A temporary
+// table, view, sequence or index lives in the session's backend there
+// (the session is pinned to it), and so does what Postgres makes
+// temporary because it depends on one (a view over a temporary table, an
+// index on one). DDL runs on every shard, but DDL that names one of these
+// runs only on the authoritative shard, where it exists: the other shards
+// would answer that the relation does not exist. The session follows its
+// own such relations by name, from the statements it ran successfully.
+
+// authOnly returns the authoritative shard when the DDL names a relation
+// the session knows to exist only there.
+func (c *clientConn) authOnly(st *plannedStmt) (string, bool) {
+	if len(c.authRels) == 0 {
+		return "", false
+	}
+	for _, t := range st.Tables {
+		if c.authRels[t.Table] || strings.HasPrefix(t.Schema, "pg_temp") {
+			shard, err := c.authoritativeShard()
+			return shard, err == nil
+		}
+	}
+	return "", false
+}
+
+// noteRelations records what a DDL statement that ran without error
+// created or dropped; onAuthOnly says it ran only on the authoritative
+// shard because it names a relation that exists only there.
+func (c *clientConn) noteRelations(st *plannedStmt, onAuthOnly bool) {
+	if st.Drops {
+		for _, t := range st.Tables {
+			delete(c.authRels, t.Table)
+		}
+		return
+	}
+	if st.Creates == "" || !(onAuthOnly || st.SessionState&planner.TempTable != 0) {
+		return
+	}
+	if c.authRels == nil {
+		c.authRels = map[string]bool{}
+	}
+	c.authRels[st.Creates] = true
+}
