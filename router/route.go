@@ -185,7 +185,7 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 			r.mode = routeOne
 		}
 	case planner.Everywhere:
-		r.shards, r.mode = st.Targets, routeEverywhere
+		r.shards, r.mode, r.elsewhere = st.Targets, routeEverywhere, st.Elsewhere
 		if len(st.Targets) == 1 {
 			r.mode = routeOne
 		}

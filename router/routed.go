@@ -65,13 +65,16 @@ type routed struct {
 	// authoritative shard only, and runs there alone.
 	relations  *planner.Statement
 	onAuthOnly bool
-	roles      bool // changes roles: refresh the role cache
-	setName    string
-	setValue   string
-	setLocal   bool
-	reset      bool
-	explain    []string  // EXPLAIN (TESSERA) lines
-	sets       []*routed // SETs inside a multi-statement string sent whole
-	err        error     // the statement cannot run (0A000, 42601, ...)
-	split      *splitInsert
+	// elsewhere: what the shards after the first run instead
+	// (planner.Statement.Elsewhere).
+	elsewhere string
+	roles     bool // changes roles: refresh the role cache
+	setName   string
+	setValue  string
+	setLocal  bool
+	reset     bool
+	explain   []string  // EXPLAIN (TESSERA) lines
+	sets      []*routed // SETs inside a multi-statement string sent whole
+	err       error     // the statement cannot run (0A000, 42601, ...)
+	split     *splitInsert
 }

@@ -10,7 +10,8 @@ import (
 // table, view, sequence or index lives in the session's backend there
 // (the session is pinned to it), and so does what Postgres makes
 // temporary because it depends on one (a view over a temporary table, an
-// index on one). DDL runs on every shard, but DDL that names one of these
+// index on one), and a table made by CREATE TABLE AS EXECUTE of a
+// statement the session prepared there. DDL runs on every shard, but DDL that names one of these
 // runs only on the authoritative shard, where it exists: the other shards
 // would answer that the relation does not exist. The session follows its
 // own such relations by name, from the statements it ran successfully.
@@ -40,7 +41,8 @@ func (c *clientConn) noteRelations(st *plannedStmt, onAuthOnly bool) {
 		}
 		return
 	}
-	if st.Creates == "" || !(onAuthOnly || st.SessionState&planner.TempTable != 0) {
+	made := onAuthOnly || st.SessionState&planner.TempTable != 0 || st.Route == planner.Authoritative
+	if st.Creates == "" || !made {
 		return
 	}
 	if c.authRels == nil {

@@ -2,6 +2,7 @@ package planner
 
 import (
 	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
 )
 
 // DDL runs on every shard of the topology: a table must exist wherever its
@@ -37,6 +38,9 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 	case *pg_query.Node_DropStmt:
 		c.ddl(st, nil, x.DropStmt.Concurrent)
 		st.Drops = len(st.Tables) > 0
+		if st.Drops && !x.DropStmt.MissingOk && st.Err == nil {
+			c.dropElsewhere(st)
+		}
 	case *pg_query.Node_RenameStmt:
 		c.ddl(st, nil, false)
 		if x.RenameStmt.Relation != nil && x.RenameStmt.Subname == "" {
@@ -51,7 +55,7 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 		if x.CreateTableAsStmt.Objtype == pg_query.ObjectType_OBJECT_MATVIEW {
 			st.Err = unsupported("CREATE MATERIALIZED VIEW is not supported yet")
 		} else {
-			st.Err = unsupported("CREATE TABLE AS is not supported yet (use CREATE TABLE and INSERT ... SELECT)")
+			c.planCreateTableAs(st, x.CreateTableAsStmt.Into, x.CreateTableAsStmt.Query, f)
 		}
 	case *pg_query.Node_TruncateStmt, *pg_query.Node_LockStmt, *pg_query.Node_ClusterStmt:
 		c.onTables(st, refs, false)
@@ -63,9 +67,9 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 			r.Kind == pg_query.ReindexObjectType_REINDEX_OBJECT_DATABASE ||
 			r.Kind == pg_query.ReindexObjectType_REINDEX_OBJECT_SYSTEM)
 	case *pg_query.Node_CheckPointStmt:
-		st.Route, st.Targets = Everywhere, c.top.Shards()
+		st.Route, st.Targets = Everywhere, c.everyShard()
 	case *pg_query.Node_AlterSystemStmt:
-		st.Route, st.Targets, st.NoTransaction = Everywhere, c.top.Shards(), true
+		st.Route, st.Targets, st.NoTransaction = Everywhere, c.everyShard(), true
 	case *pg_query.Node_ListenStmt, *pg_query.Node_UnlistenStmt:
 		// NOTIFY goes to the authoritative shard too, so listeners
 		// there hear it.
@@ -104,7 +108,15 @@ func (c *planCtx) ddl(st *Statement, created *pg_query.RangeVar, noTransaction b
 		st.SessionState |= TempTable
 		return
 	}
-	st.Route, st.Targets = Everywhere, c.top.Shards()
+	st.Route, st.Targets = Everywhere, c.everyShard()
+}
+
+// everyShard lists every shard of the topology, the authoritative one
+// first: its answer is the one the client gets, and the relations only it
+// has (made by a function, a DO block or CREATE TABLE AS) are there.
+func (c *planCtx) everyShard() []string {
+	auth := c.top.AuthoritativeShard()
+	return append([]string{auth}, without(c.top.Shards(), auth)...)
 }
 
 // onTables runs TRUNCATE, LOCK, VACUUM, ANALYZE, CLUSTER or REINDEX on
@@ -230,4 +242,17 @@ func isDDL(n *pg_query.Node) bool {
 		return true
 	}
 	return false
+}
+
+// dropElsewhere makes a DROP of relations run with IF EXISTS on every
+// shard but the authoritative one, which runs it as written: a relation
+// made there alone (by a function or a DO block, which the router cannot
+// see into) is dropped without an error from shards that never had it.
+func (c *planCtx) dropElsewhere(st *Statement) {
+	stmt := proto.Clone(c.raw.GetStmt()).(*pg_query.Node)
+	stmt.GetDropStmt().MissingOk = true
+	sql, err := pg_query.Deparse(&pg_query.ParseResult{Version: c.version, Stmts: []*pg_query.RawStmt{{Stmt: stmt}}})
+	if err == nil {
+		st.Elsewhere = sql
+	}
 }

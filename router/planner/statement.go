@@ -75,6 +75,10 @@ type Statement struct {
 	// with them.
 	Creates string
 	Drops   bool
+	// Elsewhere is what the shards of an Everywhere route other than the
+	// first run instead of SQL: a CREATE TABLE AS without its rows, which
+	// only the first shard, where the new table's group is, gets.
+	Elsewhere string
 
 	// Merge says how the answers combine when several shards run the
 	// statement: MergeCounts for a SELECT of counts, which the router
