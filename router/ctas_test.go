@@ -13,6 +13,7 @@ import (
 // shard only. A relation made on the authoritative shard alone (by a DO
 // block) drops without error.
 func TestCreateTableAs(t *testing.T) {
+	forgetCustomers(t)
 	ctx := context.Background()
 	reset := []string{
 		"DROP TABLE IF EXISTS ctas_src, ctas_a, ctas_b, ctas_c, ctas_e",

@@ -324,7 +324,7 @@ func (c *clientConn) bind(msg []byte) error {
 	case kindCommit, kindRollback, kindTxOther:
 		r.txControl = true
 	}
-	if r.kind == kindSet && r.setLocal {
+	if r.kind == kindSet && (r.setLocal || c.tx.active) {
 		r.txControl = true
 	}
 	if c.batch.group < 0 {

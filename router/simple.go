@@ -150,11 +150,16 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 		c.out = appendCommandComplete(c.out, "EXPLAIN")
 		return false, nil
 	}
-	if r.kind == kindSet && r.setLocal && c.tx.active {
-		// SET LOCAL lasts as long as the transaction, on each shard of it.
-		return c.onTxShards(ctx, r, frontend, nil)
+	var failed bool
+	var err error
+	if r.kind == kindSet && c.tx.active {
+		// The shards of an open transaction keep their backends until it
+		// ends: each gets the SET now (a later one gets the session's
+		// settings, or the SET LOCAL, when it joins).
+		failed, err = c.onTxShards(ctx, r, frontend, nil)
+	} else {
+		failed, err = c.execute(ctx, r, frontend, nil, r.scan || r.kind == kindSet || len(r.sets) > 0)
 	}
-	failed, err := c.execute(ctx, r, frontend, nil, r.scan || r.kind == kindSet || len(r.sets) > 0)
 	if err != nil || failed {
 		return failed, err
 	}

@@ -202,9 +202,11 @@ func (c *clientConn) endOthers(commit bool) error {
 	return nil
 }
 
-// onTxShards runs SAVEPOINT, RELEASE, ROLLBACK TO or SET LOCAL on every
-// shard of the open transaction (the first one's answer goes to the
-// client) and keeps it for shards that join later. In a transaction that
+// onTxShards runs SAVEPOINT, RELEASE, ROLLBACK TO, SET TRANSACTION, SET
+// LOCAL or SET on every shard of the open transaction (the first one's
+// answer goes to the client) and keeps it, but a session SET (which
+// reaches later shards with the session's settings), for shards that
+// join later. In a transaction that
 // has no shard yet it runs where r says, which joins that shard. In a
 // failed transaction only ROLLBACK TO may run; once it ran everywhere the
 // transaction is healthy again, as on one Postgres.
@@ -224,7 +226,9 @@ func (c *clientConn) onTxShards(ctx context.Context, r *routed, frontend []byte,
 	if err != nil || failed || !c.tx.active {
 		return failed, err
 	}
-	c.tx.scoped = append(c.tx.scoped, r.sql)
+	if r.kind != kindSet || r.setLocal {
+		c.tx.scoped = append(c.tx.scoped, r.sql)
+	}
 	if r.rollbackTo {
 		c.tx.failed, c.tx.routerFailed = false, false
 	}

@@ -91,6 +91,18 @@ var txScripts = map[string][]string{
 		"SELECT current_setting('transaction_isolation'), count(*) FROM customers WHERE customer_id = 1",
 		"COMMIT",
 	},
+	"SET on every shard of the transaction": {
+		"BEGIN",
+		"INSERT INTO customers VALUES (42, 't')",
+		"INSERT INTO customers VALUES (1, 't')",
+		"SET statement_timeout = '8s'",
+		"SELECT current_setting('statement_timeout') FROM customers WHERE customer_id = 1",
+		"SELECT current_setting('statement_timeout') FROM customers WHERE customer_id = 42",
+		"RESET statement_timeout",
+		"SELECT current_setting('statement_timeout') FROM customers WHERE customer_id = 1",
+		"COMMIT",
+		"SHOW statement_timeout",
+	},
 	"sequences and functions run where unsharded data lives": {
 		"BEGIN",
 		"INSERT INTO customers VALUES (42, 'v')",
@@ -120,6 +132,22 @@ var txReset = []string{
 	"CREATE TABLE tx_settings (k text PRIMARY KEY, v text)",
 	"DROP SEQUENCE IF EXISTS tx_seq",
 	"CREATE SEQUENCE tx_seq",
+}
+
+// forgetCustomers deletes, when the test ends, the customers these tests
+// insert, which the package's other tests do not expect to find.
+func forgetCustomers(t *testing.T) {
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), dsn("store"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DELETE FROM customers WHERE customer_id IN (1, 42)"); err != nil {
+			t.Error(err)
+		}
+	})
 }
 
 // plainPostgres is a database on shard-0's Postgres, reached directly:
@@ -162,6 +190,7 @@ func answer(conn *pgx.Conn, sql string, mode pgx.QueryExecMode) string {
 }
 
 func TestTransactionStatementsFollowTheirTables(t *testing.T) {
+	forgetCustomers(t)
 	modes := map[string]pgx.QueryExecMode{"simple": pgx.QueryExecModeSimpleProtocol, "extended": pgx.QueryExecModeExec}
 	for name, script := range txScripts {
 		for modeName, mode := range modes {
@@ -199,6 +228,7 @@ func checkSettingsPlacement(t *testing.T) {
 // TestTransactionBatchFollowsItsTables: the same in one extended-protocol
 // batch (one Sync), where transaction control is placed when it runs.
 func TestTransactionBatchFollowsItsTables(t *testing.T) {
+	forgetCustomers(t)
 	ctx := context.Background()
 	ref := plainPostgres(t)
 	conn := connect(t, "store")
@@ -268,6 +298,7 @@ func TestTransactionBatchFollowsItsTables(t *testing.T) {
 // Postgres applies its implicit-transaction rules; split over shards, it
 // stops at its first error, as Postgres does.
 func TestQueryStringsAnswerAsPostgres(t *testing.T) {
+	forgetCustomers(t)
 	strs := []string{
 		"SELECT 1; VACUUM",
 		"SELECT 1; COMMIT; VACUUM",
