@@ -53,8 +53,11 @@ type clientConn struct {
 	unnamed  *prepared
 	portals  map[string]string // portal name -> shard it was bound on
 	// authRels are relations this session made that exist on the
-	// authoritative shard only (temps.go).
+	// authoritative shard only (follow.go).
 	authRels map[string]bool
+	// cursors: the shard each cursor the session declared runs on, for
+	// FETCH, MOVE and CLOSE.
+	cursors  map[string]string
 	backends map[string]*backendSession
 	tx       txState
 	batch    extBatch

@@ -38,7 +38,7 @@ type extBatch struct {
 	backend bool    // holds messages for a shard
 	skip    bool    // an error: discard messages until Sync
 	sets    []*routed
-	ddl     []*routed // DDL whose relations the session follows (temps.go)
+	notes   []*routed // what the session records once the batch ran (noteSuccess)
 	// unnamedHere: the unnamed statement was parsed in this batch, so
 	// the backend that runs its Bind has it.
 	unnamedHere bool
@@ -62,7 +62,7 @@ func (b *extBatch) reset() {
 	b.group = -1
 	b.frontend = b.frontend[:0]
 	b.prepared = b.prepared[:0]
-	b.r, b.backend, b.skip, b.sets, b.ddl = nil, false, false, nil, nil
+	b.r, b.backend, b.skip, b.sets, b.notes = nil, false, false, nil, nil
 	b.unnamedHere, b.notReads = false, false
 }
 
@@ -317,8 +317,8 @@ func (c *clientConn) bind(msg []byte) error {
 	case kindSet:
 		c.batch.sets = append(c.batch.sets, r)
 	}
-	if r.relations != nil {
-		c.batch.ddl = append(c.batch.ddl, r)
+	if r.relations != nil || r.declares != "" {
+		c.batch.notes = append(c.batch.notes, r)
 	}
 	switch r.kind {
 	case kindCommit, kindRollback, kindTxOther:
@@ -369,7 +369,7 @@ func (c *clientConn) bind(msg []byte) error {
 // the batch has run.
 func (c *clientConn) bindTarget() *routed {
 	b := &c.batch
-	if b.r == nil && len(b.segments) == 0 && len(b.sets) == 0 && len(b.ddl) == 0 {
+	if b.r == nil && len(b.segments) == 0 && len(b.sets) == 0 && len(b.notes) == 0 {
 		return &c.bindRouted
 	}
 	return new(routed)
@@ -546,8 +546,8 @@ func (c *clientConn) runBatch(final bool) error {
 	for _, s := range c.batch.sets {
 		c.recordSetting(s)
 	}
-	for _, d := range c.batch.ddl {
-		c.noteRelations(d.relations, d.onAuthOnly)
+	for _, n := range c.batch.notes {
+		c.noteSuccess(n)
 	}
 	return nil
 }

@@ -193,10 +193,17 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		r.shards, r.mode = c.fixedShard(st), routeOne
 	default:
 		r.shards, r.mode = c.txOrAuthoritative(nil), routeOne
+		if shard, ok := c.cursors[st.Name]; ok && st.Kind == planner.Utility && st.Name != "" {
+			// FETCH, MOVE, CLOSE: where the cursor was declared.
+			r.shards = []string{shard}
+		}
 	}
 	if len(r.shards) == 0 {
 		ar := c.authoritativeRoute()
 		r.shards = ar.shards
+	}
+	if st.Declares && r.mode == routeOne {
+		r.declares = st.Name
 	}
 	if st.Kind == planner.DDL {
 		r.relations = st

@@ -61,10 +61,11 @@ type routed struct {
 	autoPrepared bool
 	ddl          bool // changes the schema: invalidate caches
 	// relations: DDL that may create or drop a relation the session
-	// follows (temps.go); onAuthOnly: it names one that exists on the
+	// follows (follow.go); onAuthOnly: it names one that exists on the
 	// authoritative shard only, and runs there alone.
 	relations  *planner.Statement
 	onAuthOnly bool
+	declares   string // DECLARE of this cursor: remember its shard
 	// elsewhere: what the shards after the first run instead
 	// (planner.Statement.Elsewhere).
 	elsewhere string

@@ -166,9 +166,7 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 	if r.kind == kindSet && !r.setLocal {
 		c.recordSetting(r)
 	}
-	if r.relations != nil {
-		c.noteRelations(r.relations, r.onAuthOnly)
-	}
+	c.noteSuccess(r)
 	return false, nil
 }
 

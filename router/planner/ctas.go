@@ -49,7 +49,7 @@ func (c *planCtx) planCreateTableAs(st *Statement, into *pg_query.IntoClause, qu
 		// CREATE TABLE AS EXECUTE: the statement is prepared in the
 		// session's backend on the authoritative shard only, and so the
 		// table is made there only; the session follows it as it follows
-		// its temporary tables (router/temps.go).
+		// its temporary tables (router/follow.go).
 		return
 	}
 	if hasParams(query) {

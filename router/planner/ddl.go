@@ -150,7 +150,7 @@ func (c *planCtx) planPrepare(st *Statement, ps *pg_query.PrepareStmt, f *facts)
 func (c *planCtx) planDeclare(st *Statement, dc *pg_query.DeclareCursorStmt, f *facts) {
 	const cursorOptHold = 0x0020 // CURSOR_OPT_HOLD in parsenodes.h
 	c.dispatch(st, dc.Query, f)
-	st.Kind, st.Name = Utility, dc.Portalname
+	st.Kind, st.Name, st.Declares = Utility, dc.Portalname, true
 	if dc.Options&cursorOptHold != 0 {
 		st.SessionState |= HoldCursor
 	}

@@ -75,6 +75,9 @@ type Statement struct {
 	// with them.
 	Creates string
 	Drops   bool
+	// Declares marks DECLARE: Name is the cursor, which FETCH, MOVE and
+	// CLOSE (Router route, Name) find where it was declared.
+	Declares bool
 	// Elsewhere is what the shards of an Everywhere route other than the
 	// first run instead of SQL: a CREATE TABLE AS without its rows, which
 	// only the first shard, where the new table's group is, gets.

@@ -50,3 +50,24 @@ func (c *clientConn) noteRelations(st *plannedStmt, onAuthOnly bool) {
 	}
 	c.authRels[st.Creates] = true
 }
+
+// noteCursor records the shard a cursor was declared on. A cursor ends
+// with its transaction (or, WITH HOLD, with the session); a stale entry
+// sends FETCH where Postgres answers that the cursor does not exist.
+func (c *clientConn) noteCursor(name, shard string) {
+	if c.cursors == nil {
+		c.cursors = map[string]string{}
+	}
+	c.cursors[name] = shard
+}
+
+// noteSuccess records what a statement that ran without error leaves for
+// the session to follow: the relations DDL made or dropped, a cursor.
+func (c *clientConn) noteSuccess(r *routed) {
+	if r.relations != nil {
+		c.noteRelations(r.relations, r.onAuthOnly)
+	}
+	if r.declares != "" {
+		c.noteCursor(r.declares, r.shards[0])
+	}
+}
