@@ -52,6 +52,12 @@ type clientConn struct {
 	stmts    map[string]*prepared // named prepared statements
 	unnamed  *prepared
 	portals  map[string]string // portal name -> shard it was bound on
+	// authRels are relations this session made that exist on the
+	// authoritative shard only (follow.go).
+	authRels map[string]bool
+	// cursors: the shard each cursor the session declared runs on, for
+	// FETCH, MOVE and CLOSE.
+	cursors  map[string]string
 	backends map[string]*backendSession
 	tx       txState
 	batch    extBatch

@@ -20,7 +20,8 @@
 // extended.go (the two query protocols), route.go and routed.go (from a
 // plan to targets), exec.go (running a statement on one, several or all
 // shards), forward.go (passing answers through, merging scatter answers),
-// txn.go (transactions), settings.go (SET/SHOW and Tessera's settings),
+// txn.go (transactions), follow.go (the relations and cursors a session
+// made, and where they are), settings.go (SET/SHOW and Tessera's settings),
 // copy.go (COPY FROM STDIN), schema.go (shard-key column types),
 // wire.go (message framing). Planning lives in package planner.
 package router

@@ -20,9 +20,8 @@ var errAborted = pgerr.New("25P02", "current transaction is aborted, commands ig
 // and forwards the answer without its ReadyForQuery. It reports whether
 // the statement failed.
 func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
-	if c.tx.failed && r.kind != kindTxOther {
-		// ROLLBACK TO is what a failed transaction may still run; the
-		// shard decides.
+	if c.tx.failed && !r.rollbackTo && r.kind != kindCommit && r.kind != kindRollback {
+		// A failed transaction may still end, or return to a savepoint.
 		c.out = appendError(c.out, "ERROR", errAborted)
 		return true, nil
 	}
@@ -244,6 +243,10 @@ func (c *clientConn) scatter(ctx context.Context, r *routed, frontend []byte, pr
 // everywhere runs DDL on every target shard. The first shard's answer goes
 // to the client; a failure elsewhere is reported naming the shard.
 func (c *clientConn) everywhere(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
+	others, othersPrepared := frontend, prepared
+	if r.elsewhere != "" {
+		others, othersPrepared = queryMessage(r.elsewhere), nil
+	}
 	var failed []string
 	var firstErr error
 	for i, shard := range r.shards {
@@ -260,7 +263,7 @@ func (c *clientConn) everywhere(ctx context.Context, r *routed, frontend []byte,
 		}
 		if err == nil {
 			var res sidecar.Result
-			res, _, err = c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared})
+			res, _, err = c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: others, Prepared: othersPrepared})
 			c.adoptStatus(shard, res.TxStatus)
 		}
 		if err != nil && firstErr == nil {

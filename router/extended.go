@@ -38,7 +38,7 @@ type extBatch struct {
 	backend bool    // holds messages for a shard
 	skip    bool    // an error: discard messages until Sync
 	sets    []*routed
-	txEnd   stmtKind // a COMMIT or ROLLBACK in the batch
+	notes   []*routed // what the session records once the batch ran (noteSuccess)
 	// unnamedHere: the unnamed statement was parsed in this batch, so
 	// the backend that runs its Bind has it.
 	unnamedHere bool
@@ -62,7 +62,7 @@ func (b *extBatch) reset() {
 	b.group = -1
 	b.frontend = b.frontend[:0]
 	b.prepared = b.prepared[:0]
-	b.r, b.backend, b.skip, b.sets, b.txEnd = nil, false, false, nil, 0
+	b.r, b.backend, b.skip, b.sets, b.notes = nil, false, false, nil, nil
 	b.unnamedHere, b.notReads = false, false
 }
 
@@ -236,7 +236,9 @@ func (p *prepared) contentProto() *pb.PreparedStatement {
 
 // target sets where the current statement runs. A statement for another
 // target than the batch's so far closes a segment: the messages before
-// the statement's own run first, where they were bound.
+// the statement's own run first, where they were bound. Transaction
+// control runs as a segment of its own, placed when it runs (runSegment):
+// where it must go depends on the shards the statements before it reach.
 func (c *clientConn) target(r *routed) error {
 	if r.err != nil {
 		return r.err
@@ -246,7 +248,7 @@ func (c *clientConn) target(r *routed) error {
 		b.r = r
 		return nil
 	}
-	if sameTargets(b.r, r) {
+	if !r.txControl && !b.r.txControl && sameTargets(b.r, r) {
 		return nil
 	}
 	start := b.group
@@ -314,14 +316,16 @@ func (c *clientConn) bind(msg []byte) error {
 		c.batch.sets = append(c.batch.sets, r)
 	case kindSet:
 		c.batch.sets = append(c.batch.sets, r)
-	case kindCommit, kindRollback:
-		c.batch.txEnd = r.kind
-	case kindTxOther:
-		if c.tx.active && len(c.tx.shards) > 1 {
-			// As in the simple protocol (onTxShards): on every shard of
-			// the transaction, the first one's answer going to the client.
-			r.mode, r.shards = routeEverywhere, append([]string(nil), c.tx.shards...)
-		}
+	}
+	if r.relations != nil || r.declares != "" {
+		c.batch.notes = append(c.batch.notes, r)
+	}
+	switch r.kind {
+	case kindCommit, kindRollback, kindTxOther:
+		r.txControl = true
+	}
+	if r.kind == kindSet && (r.setLocal || c.tx.active) {
+		r.txControl = true
 	}
 	if c.batch.group < 0 {
 		c.batch.group = len(c.batch.frontend)
@@ -365,7 +369,7 @@ func (c *clientConn) bind(msg []byte) error {
 // the batch has run.
 func (c *clientConn) bindTarget() *routed {
 	b := &c.batch
-	if b.r == nil && len(b.segments) == 0 && len(b.sets) == 0 {
+	if b.r == nil && len(b.segments) == 0 && len(b.sets) == 0 && len(b.notes) == 0 {
 		return &c.bindRouted
 	}
 	return new(routed)
@@ -505,14 +509,6 @@ func (c *clientConn) runBatch(final bool) error {
 		ar := c.authoritativeRoute()
 		r = &ar
 	}
-	if c.batch.txEnd != 0 && c.tx.active && len(c.tx.shards) > 1 {
-		// The client's COMMIT or ROLLBACK goes to the transaction's first
-		// shard in its batch; the other shards end theirs first.
-		if err := c.endOthers(c.batch.txEnd == kindCommit); err != nil {
-			c.out = appendError(c.out, "ERROR", err)
-			c.tx.failed = true
-		}
-	}
 	r = c.batch.unlessReads(r)
 	for _, seg := range c.batch.segments {
 		sr := seg.r
@@ -521,7 +517,7 @@ func (c *clientConn) runBatch(final bool) error {
 			sr = &ar
 		}
 		sr = c.batch.unlessReads(sr)
-		failed, err := c.execute(context.Background(), sr, append(seg.frontend, 'S', 0, 0, 0, 4), seg.prepared, len(c.batch.sets) > 0)
+		failed, err := c.runSegment(sr, append(seg.frontend, 'S', 0, 0, 0, 4), seg.prepared, len(c.batch.sets) > 0)
 		if err != nil {
 			return err
 		}
@@ -536,7 +532,7 @@ func (c *clientConn) runBatch(final bool) error {
 		return nil
 	}
 	frontend := append(c.batch.frontend, 'S', 0, 0, 0, 4)
-	failed, err := c.execute(context.Background(), r, frontend, c.batch.prepared, len(c.batch.sets) > 0)
+	failed, err := c.runSegment(r, frontend, c.batch.prepared, len(c.batch.sets) > 0)
 	if err != nil {
 		return err
 	}
@@ -550,7 +546,43 @@ func (c *clientConn) runBatch(final bool) error {
 	for _, s := range c.batch.sets {
 		c.recordSetting(s)
 	}
+	for _, n := range c.batch.notes {
+		c.noteSuccess(n)
+	}
 	return nil
+}
+
+// runSegment runs one segment of a batch. Transaction control is placed
+// now, with the transaction as the segments before it left it: COMMIT and
+// ROLLBACK go to the transaction's first shard once every other shard has
+// ended its part; SAVEPOINT, RELEASE, ROLLBACK TO and SET LOCAL go to
+// every shard of the transaction, as in the simple protocol.
+func (c *clientConn) runSegment(r *routed, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
+	ctx := context.Background()
+	if !r.txControl || !c.tx.active || len(c.tx.shards) == 0 {
+		return c.execute(ctx, r, frontend, prepared, scan)
+	}
+	if r.kind != kindCommit && r.kind != kindRollback {
+		return c.onTxShards(ctx, r, frontend, prepared)
+	}
+	if r.kind == kindCommit && c.tx.failed && (c.tx.routerFailed || len(c.tx.shards) > 1) {
+		// The client's COMMIT must not commit the first shard's part if
+		// the transaction failed elsewhere (or in the router): it fails
+		// there too, so that the COMMIT rolls back, as Postgres answers.
+		if err := c.failOn(c.tx.shards[0]); err != nil {
+			c.out = appendError(c.out, "ERROR", shardError(c.tx.shards[0], err))
+			return true, nil
+		}
+	}
+	if len(c.tx.shards) > 1 {
+		if err := c.endOthers(r.kind == kindCommit); err != nil {
+			c.out = appendError(c.out, "ERROR", err)
+			c.tx.failed = true
+		}
+	}
+	rr := *r
+	rr.mode, rr.shards = routeOne, c.tx.shards[:1]
+	return c.execute(ctx, &rr, frontend, prepared, scan)
 }
 
 var errBadBind = pgerr.New(pgerr.ProtocolViolation, "invalid Bind message")

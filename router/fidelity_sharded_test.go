@@ -90,9 +90,9 @@ func referenceDatabase(t *testing.T) *pgx.Conn {
 	return ref
 }
 
-// answer runs sql and renders its rows, sorted (the order of rows is not
+// sortedAnswer runs sql and renders its rows, sorted (the order of rows is not
 // what these tests compare), or returns the error.
-func answer(conn *pgx.Conn, sql string) ([]string, error) {
+func sortedAnswer(conn *pgx.Conn, sql string) ([]string, error) {
 	rows, err := conn.Query(context.Background(), sql, pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		return nil, err
@@ -115,11 +115,11 @@ type fidelityCase struct {
 func checkFidelity(t *testing.T, conn, ref *pgx.Conn, cases []fidelityCase) {
 	t.Helper()
 	for _, c := range cases {
-		want, err := answer(ref, c.sql)
+		want, err := sortedAnswer(ref, c.sql)
 		if err != nil {
 			t.Fatalf("reference: %s: %v", c.sql, err)
 		}
-		got, err := answer(conn, c.sql)
+		got, err := sortedAnswer(conn, c.sql)
 		switch {
 		case c.refused && sqlstate(err) != "0A000":
 			t.Errorf("%s\n got %d rows %v (err %v)\nwant 0A000 (Postgres answers %d rows %v)", c.sql, len(got), got, err, len(want), want)

@@ -123,8 +123,8 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 			r.kind = kindCommit
 		case planner.Rollback:
 			r.kind = kindRollback
-		case planner.Savepoint, planner.Release, planner.RollbackTo:
-			r.kind = kindTxOther
+		case planner.Savepoint, planner.Release, planner.RollbackTo, planner.SetTransaction:
+			r.kind, r.rollbackTo = kindTxOther, st.Transaction == planner.RollbackTo
 		}
 		if r.kind != kindTxOther {
 			return r
@@ -185,22 +185,65 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 			r.mode = routeOne
 		}
 	case planner.Everywhere:
-		r.shards, r.mode = st.Targets, routeEverywhere
+		r.shards, r.mode, r.elsewhere = st.Targets, routeEverywhere, st.Elsewhere
 		if len(st.Targets) == 1 {
 			r.mode = routeOne
 		}
+	case planner.Authoritative:
+		r.shards, r.mode = c.fixedShard(st), routeOne
 	default:
-		r.shards, r.mode = c.txOrAuthoritative(st.Targets), routeOne
+		r.shards, r.mode = c.txOrAuthoritative(nil), routeOne
+		if shard, ok := c.cursors[st.Name]; ok && st.Kind == planner.Utility && st.Name != "" {
+			// FETCH, MOVE, CLOSE: where the cursor was declared.
+			r.shards = []string{shard}
+		}
 	}
 	if len(r.shards) == 0 {
 		ar := c.authoritativeRoute()
 		r.shards = ar.shards
 	}
+	if st.Declares && r.mode == routeOne {
+		r.declares = st.Name
+	}
+	if st.Kind == planner.DDL {
+		r.relations = st
+		if shard, ok := c.authOnly(st); ok && r.mode == routeEverywhere {
+			r.shards, r.mode, r.onAuthOnly = []string{shard}, routeOne, true
+		}
+	}
 	return r
 }
 
-// txOrAuthoritative sends statements that could run anywhere (SELECT 1,
-// SET, SHOW) into the open transaction's shard, so they see its state.
+// fixedShard is where an Authoritative-route statement runs: the shard
+// that owns its tables, whatever the transaction touched before. Only a
+// statement that neither reads a table nor changes anything (SELECT 1,
+// SELECT now(), SHOW) may run in the open transaction's first shard
+// instead, so as not to add a shard to it: its answer is the same there,
+// and a value that belongs to the backend or the transaction (now(),
+// pg_backend_pid()) comes from the same shard all through the
+// transaction. Anything else that names no table (nextval, txid_current,
+// a user's function, a catalog read) runs on the authoritative shard,
+// where unsharded data, sequences' values and temporary objects live.
+func (c *clientConn) fixedShard(st *plannedStmt) []string {
+	if c.tx.active && len(c.tx.shards) > 0 && anywhere(st) {
+		return c.tx.shards[:1]
+	}
+	return st.Targets
+}
+
+// anywhere reports a statement any shard answers alike: it names no table
+// (not even a catalog), calls only functions known to change nothing and
+// leaves nothing in the session.
+func anywhere(st *plannedStmt) bool {
+	return len(st.Tables) == 0 && st.SessionState == 0 && !st.SideEffects &&
+		(st.Kind == planner.Select && st.ReadOnly || st.Kind == planner.Show)
+}
+
+// txOrAuthoritative is where statements the router coordinates go when
+// they need a shard at all (SET, FETCH, DISCARD, transaction control in
+// the extended protocol, a syntax error for Postgres to report): the open
+// transaction's first shard, so that they act in the transaction, else
+// targets.
 func (c *clientConn) txOrAuthoritative(targets []string) []string {
 	if c.tx.active && len(c.tx.shards) > 0 {
 		return c.tx.shards[:1]
@@ -218,34 +261,65 @@ func (c *clientConn) authoritativeRoute() routed {
 
 // sameShard reports whether every statement of a multi-statement string
 // runs on the same single shard and none needs the router, so the string
-// can go as it came.
+// can go as it came, and Postgres gives it its implicit-transaction
+// semantics. Outside a transaction, BEGIN, COMMIT and ROLLBACK go with
+// the string, and so do SAVEPOINT, RELEASE, ROLLBACK TO and SET
+// TRANSACTION in a string without BEGIN (in the string's implicit
+// transaction, which Postgres alone keeps), and statements that cannot
+// run in a transaction block, which Postgres refuses there wherever they
+// go ("VACUUM cannot run inside a transaction block").
 func (c *clientConn) sameShard(stmts []*plannedStmt) bool {
 	var shard string
+	begins, inString := false, false
 	for _, st := range stmts {
-		if st.Err != nil || st.Route == planner.Router || st.Route == planner.Shard || st.Route == planner.Everywhere || len(st.Targets) != 1 {
-			if !(st.Kind == planner.Transaction && (st.Transaction == planner.Begin || st.Transaction == planner.Commit || st.Transaction == planner.Rollback) && !c.tx.active) {
-				return false
-			}
-			continue
+		if st.Kind == planner.Transaction && st.Transaction == planner.Begin {
+			begins = true
 		}
-		if st.SessionState != 0 {
+	}
+	for _, st := range stmts {
+		switch {
+		case st.Err != nil:
+			return false
+		case st.NoTransaction:
+			inString = true
+			continue
+		case st.Kind == planner.Transaction && !c.tx.active:
+			switch st.Transaction {
+			case planner.Begin, planner.Commit, planner.Rollback:
+				continue
+			case planner.Savepoint, planner.Release, planner.RollbackTo, planner.SetTransaction:
+				if begins {
+					return false
+				}
+				inString = true
+				continue
+			}
+			return false
+		case st.Route == planner.Router || st.Route == planner.Shard || st.Route == planner.Everywhere || len(st.Targets) != 1:
+			return false
+		case st.SessionState != 0:
 			return false
 		}
+		// Where route sends the statement alone, so that the string
+		// goes where each of its statements would.
+		target := c.fixedShard(st)[0]
 		if shard == "" {
-			shard = st.Targets[0]
-		} else if shard != st.Targets[0] {
+			shard = target
+		} else if shard != target {
 			return false
 		}
 	}
-	return shard != ""
+	return shard != "" || inString
 }
 
-// combined is the route of a multi-statement string sent whole. Its SET
-// statements are recorded once the string ran without error.
+// combined is the route of a multi-statement string sent whole: that of
+// its first statement that runs on a shard of its own (sameShard), else
+// the authoritative one. Its SET statements are recorded once the string
+// ran without error.
 func (c *clientConn) combined(stmts []*plannedStmt, sql string) routed {
 	r := c.authoritativeRoute()
 	for _, st := range stmts {
-		if st.Route != planner.Router {
+		if st.Route != planner.Router && !st.NoTransaction {
 			r = c.route(st, nil)
 			break
 		}

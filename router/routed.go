@@ -10,7 +10,7 @@ const (
 	kindBegin                       // BEGIN / START TRANSACTION
 	kindCommit                      // COMMIT / END (and PREPARE TRANSACTION on one shard)
 	kindRollback                    // ROLLBACK / ABORT
-	kindTxOther                     // SAVEPOINT, RELEASE, ROLLBACK TO: every shard of the transaction
+	kindTxOther                     // SAVEPOINT, RELEASE, ROLLBACK TO, SET TRANSACTION: every shard of the transaction
 	kindSet                         // SET / RESET of a session setting
 	kindTesseraSet                  // SET tessera.*
 	kindTesseraShow                 // SHOW tessera.*
@@ -45,6 +45,12 @@ type routed struct {
 	// pass on the first limit (ordered.go).
 	order        []planner.OrderKey
 	sessionState bool // binds the client session to one backend from now on
+	rollbackTo   bool // ROLLBACK TO, which a failed transaction may run
+	scan         bool // the caller must know whether the statement failed
+	// txControl: in an extended-protocol batch, a statement placed when
+	// it runs (COMMIT, ROLLBACK, SAVEPOINT, RELEASE, ROLLBACK TO, SET
+	// LOCAL; extended.go's runSegment).
+	txControl bool
 	// autocommit: a plain read (SELECT without locking clauses or
 	// data-modifying WITH) that keeps no session state; outside a
 	// transaction the sidecar may pipeline it on a connection other
@@ -54,13 +60,22 @@ type routed struct {
 	// (autoprepare.go); a failure before any answer runs it as written.
 	autoPrepared bool
 	ddl          bool // changes the schema: invalidate caches
-	roles        bool // changes roles: refresh the role cache
-	setName      string
-	setValue     string
-	setLocal     bool
-	reset        bool
-	explain      []string  // EXPLAIN (TESSERA) lines
-	sets         []*routed // SETs inside a multi-statement string sent whole
-	err          error     // the statement cannot run (0A000, 42601, ...)
-	split        *splitInsert
+	// relations: DDL that may create or drop a relation the session
+	// follows (follow.go); onAuthOnly: it names one that exists on the
+	// authoritative shard only, and runs there alone.
+	relations  *planner.Statement
+	onAuthOnly bool
+	declares   string // DECLARE of this cursor: remember its shard
+	// elsewhere: what the shards after the first run instead
+	// (planner.Statement.Elsewhere).
+	elsewhere string
+	roles     bool // changes roles: refresh the role cache
+	setName   string
+	setValue  string
+	setLocal  bool
+	reset     bool
+	explain   []string  // EXPLAIN (TESSERA) lines
+	sets      []*routed // SETs inside a multi-statement string sent whole
+	err       error     // the statement cannot run (0A000, 42601, ...)
+	split     *splitInsert
 }

@@ -69,6 +69,9 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 				break
 			}
 			r := c.route(st, nil)
+			// Postgres stops at the string's first error: so must the
+			// router, which needs to see it.
+			r.scan = true
 			failed, err := c.statement(ctx, &r, queryMessage(r.sql))
 			if err != nil {
 				return err
@@ -109,7 +112,7 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 			// Let Postgres answer a COMMIT outside a transaction (a
 			// warning, or an error for AND CHAIN) in its own words.
 			ar := c.authoritativeRoute()
-			return c.execute(ctx, &ar, frontend, nil, false)
+			return c.execute(ctx, &ar, frontend, nil, r.scan)
 		}
 		if err := c.endTx(ctx, r.sql, r.kind == kindCommit); err != nil {
 			c.out = appendError(c.out, "ERROR", err)
@@ -117,11 +120,9 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 		}
 		return false, nil
 	case kindTxOther:
-		if !c.tx.active || len(c.tx.shards) == 0 {
-			// Nothing ran yet: run it where the transaction will start.
-			break
+		if c.tx.active {
+			return c.onTxShards(ctx, r, frontend, nil)
 		}
-		return c.onTxShards(ctx, r, frontend)
 	case kindTesseraSet:
 		if err := c.recordSetting(r); err != nil {
 			c.out = appendError(c.out, "ERROR", err)
@@ -149,13 +150,23 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 		c.out = appendCommandComplete(c.out, "EXPLAIN")
 		return false, nil
 	}
-	failed, err := c.execute(ctx, r, frontend, nil, r.kind == kindSet || len(r.sets) > 0)
+	var failed bool
+	var err error
+	if r.kind == kindSet && c.tx.active {
+		// The shards of an open transaction keep their backends until it
+		// ends: each gets the SET now (a later one gets the session's
+		// settings, or the SET LOCAL, when it joins).
+		failed, err = c.onTxShards(ctx, r, frontend, nil)
+	} else {
+		failed, err = c.execute(ctx, r, frontend, nil, r.scan || r.kind == kindSet || len(r.sets) > 0)
+	}
 	if err != nil || failed {
 		return failed, err
 	}
 	if r.kind == kindSet && !r.setLocal {
 		c.recordSetting(r)
 	}
+	c.noteSuccess(r)
 	return false, nil
 }
 
@@ -177,12 +188,4 @@ func (c *clientConn) recordSetting(r *routed) error {
 	}
 	c.settings.set(r.setName, r.setValue)
 	return nil
-}
-
-// onTxShards runs SAVEPOINT, RELEASE or ROLLBACK TO on every shard of the
-// transaction, forwarding the first shard's answer.
-func (c *clientConn) onTxShards(ctx context.Context, r *routed, frontend []byte) (bool, error) {
-	rr := *r
-	rr.mode, rr.shards = routeEverywhere, c.tx.shards
-	return c.execute(ctx, &rr, frontend, nil, false)
 }

@@ -23,8 +23,13 @@ type txState struct {
 	routerFailed bool
 	begin        string   // the BEGIN statement to replay on each shard
 	shards       []string // shards with the transaction open, in order joined
-	replica      bool     // the transaction runs on replicas (tessera.target)
-	settings     *sessionSettings
+	// scoped are the statements that shaped the transaction on every
+	// shard it has (SAVEPOINT, RELEASE, ROLLBACK TO, SET LOCAL), in
+	// order: a shard that joins later runs them after its BEGIN, so that
+	// it has the same savepoints and local settings as the others.
+	scoped   []string
+	replica  bool // the transaction runs on replicas (tessera.target)
+	settings *sessionSettings
 }
 
 func (t *txState) has(shard string) bool {
@@ -68,7 +73,11 @@ func (c *clientConn) joinTx(ctx context.Context, b *backendSession) error {
 		return pgerr.New(pgerr.FeatureNotSupported,
 			"tessera.tx_mode is single: this transaction runs on shard %s and the statement needs shard %s", c.tx.shards[0], b.shard)
 	}
-	if _, _, err := c.quiet(b, &pb.Batch{Mode: pb.Mode_TRANSACTION, Frontend: queryMessage(c.tx.begin)}); err != nil {
+	begin := c.tx.begin
+	if len(c.tx.scoped) > 0 {
+		begin += ";\n" + strings.Join(c.tx.scoped, ";\n")
+	}
+	if _, _, err := c.quiet(b, &pb.Batch{Mode: pb.Mode_TRANSACTION, Frontend: queryMessage(begin)}); err != nil {
 		return err
 	}
 	c.tx.shards = append(c.tx.shards, b.shard)
@@ -115,13 +124,14 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 	}
 	failed := c.tx.failed
 	if failed {
+		// Postgres answers COMMIT in a failed transaction by rolling it
+		// back. The shards that did not fail (the router failed it, or
+		// another shard did) would commit: each gets ROLLBACK instead.
 		commit = false
-		if c.tx.routerFailed {
-			u := strings.ToUpper(sql)
-			sql = "ROLLBACK"
-			if strings.Contains(u, "AND CHAIN") && !strings.Contains(u, "NO CHAIN") {
-				sql += " AND CHAIN"
-			}
+		u := strings.ToUpper(sql)
+		sql = "ROLLBACK"
+		if strings.Contains(u, "AND CHAIN") && !strings.Contains(u, "NO CHAIN") {
+			sql += " AND CHAIN"
 		}
 	}
 	q := queryMessage(sql)
@@ -189,5 +199,52 @@ func (c *clientConn) endOthers(commit bool) error {
 		}
 	}
 	c.tx.shards = c.tx.shards[:1]
+	return nil
+}
+
+// onTxShards runs SAVEPOINT, RELEASE, ROLLBACK TO, SET TRANSACTION, SET
+// LOCAL or SET on every shard of the open transaction (the first one's
+// answer goes to the client) and keeps it, but a session SET (which
+// reaches later shards with the session's settings), for shards that
+// join later. In a transaction that
+// has no shard yet it runs where r says, which joins that shard. In a
+// failed transaction only ROLLBACK TO may run; once it ran everywhere the
+// transaction is healthy again, as on one Postgres.
+func (c *clientConn) onTxShards(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
+	if c.tx.failed && !r.rollbackTo {
+		c.out = appendError(c.out, "ERROR", errAborted)
+		return true, nil
+	}
+	rr := *r
+	if len(c.tx.shards) > 0 {
+		rr.mode, rr.shards = routeEverywhere, append([]string(nil), c.tx.shards...)
+		if len(rr.shards) == 1 {
+			rr.mode = routeOne
+		}
+	}
+	failed, err := c.execute(ctx, &rr, frontend, prepared, true)
+	if err != nil || failed || !c.tx.active {
+		return failed, err
+	}
+	if r.kind != kindSet || r.setLocal {
+		c.tx.scoped = append(c.tx.scoped, r.sql)
+	}
+	if r.rollbackTo {
+		c.tx.failed, c.tx.routerFailed = false, false
+	}
+	return false, nil
+}
+
+// failOn makes the transaction's part on shard fail, if it has not.
+func (c *clientConn) failOn(shard string) error {
+	b, err := c.session(context.Background(), shard, c.tx.replica)
+	if err != nil {
+		return err
+	}
+	const fail = "DO $$BEGIN RAISE EXCEPTION 'the transaction failed on another shard'; END$$"
+	res, _, _ := c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: queryMessage(fail)})
+	if res.TxStatus != pb.TxStatus_FAILED {
+		return pgerr.New(pgerr.InternalError, "could not fail the transaction before COMMIT")
+	}
 	return nil
 }

@@ -2,6 +2,7 @@ package planner
 
 import (
 	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
 )
 
 // DDL runs on every shard of the topology: a table must exist wherever its
@@ -17,7 +18,11 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 	c.authoritative(st)
 	refs, err := c.resolveTables(f, nil)
 	if err == nil {
-		refs, err = c.droppedTables(n.GetDropStmt(), refs)
+		ds := n.GetDropStmt()
+		refs, err = c.namedRelations(ds.GetRemoveType(), ds.GetObjects(), refs)
+	}
+	if cs := n.GetCommentStmt(); err == nil && cs != nil {
+		refs, err = c.namedRelations(cs.Objtype, []*pg_query.Node{cs.Object}, refs)
 	}
 	st.Tables, st.Err = tableNames(refs), err
 	switch x := n.GetNode().(type) {
@@ -29,8 +34,19 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 		c.ddl(st, x.CreateSeqStmt.Sequence, false)
 	case *pg_query.Node_IndexStmt:
 		c.ddl(st, nil, x.IndexStmt.Concurrent)
+		st.Creates = x.IndexStmt.Idxname
 	case *pg_query.Node_DropStmt:
 		c.ddl(st, nil, x.DropStmt.Concurrent)
+		st.Drops = len(st.Tables) > 0
+		if st.Drops && !x.DropStmt.MissingOk && st.Err == nil {
+			c.dropElsewhere(st)
+		}
+	case *pg_query.Node_RenameStmt:
+		c.ddl(st, nil, false)
+		if x.RenameStmt.Relation != nil && x.RenameStmt.Subname == "" {
+			// ALTER TABLE, INDEX, VIEW or SEQUENCE ... RENAME TO
+			st.Creates = x.RenameStmt.Newname
+		}
 	case *pg_query.Node_CreatedbStmt, *pg_query.Node_DropdbStmt,
 		*pg_query.Node_CreateTableSpaceStmt, *pg_query.Node_DropTableSpaceStmt:
 		c.ddl(st, nil, true)
@@ -39,7 +55,7 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 		if x.CreateTableAsStmt.Objtype == pg_query.ObjectType_OBJECT_MATVIEW {
 			st.Err = unsupported("CREATE MATERIALIZED VIEW is not supported yet")
 		} else {
-			st.Err = unsupported("CREATE TABLE AS is not supported yet (use CREATE TABLE and INSERT ... SELECT)")
+			c.planCreateTableAs(st, x.CreateTableAsStmt.Into, x.CreateTableAsStmt.Query, f)
 		}
 	case *pg_query.Node_TruncateStmt, *pg_query.Node_LockStmt, *pg_query.Node_ClusterStmt:
 		c.onTables(st, refs, false)
@@ -51,9 +67,9 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 			r.Kind == pg_query.ReindexObjectType_REINDEX_OBJECT_DATABASE ||
 			r.Kind == pg_query.ReindexObjectType_REINDEX_OBJECT_SYSTEM)
 	case *pg_query.Node_CheckPointStmt:
-		st.Route, st.Targets = Everywhere, c.top.Shards()
+		st.Route, st.Targets = Everywhere, c.everyShard()
 	case *pg_query.Node_AlterSystemStmt:
-		st.Route, st.Targets, st.NoTransaction = Everywhere, c.top.Shards(), true
+		st.Route, st.Targets, st.NoTransaction = Everywhere, c.everyShard(), true
 	case *pg_query.Node_ListenStmt, *pg_query.Node_UnlistenStmt:
 		// NOTIFY goes to the authoritative shard too, so listeners
 		// there hear it.
@@ -87,11 +103,20 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 // object: that lives in one backend session, on the authoritative shard.
 func (c *planCtx) ddl(st *Statement, created *pg_query.RangeVar, noTransaction bool) {
 	st.Kind, st.NoTransaction = DDL, noTransaction
+	st.Creates = created.GetRelname()
 	if created.GetRelpersistence() == "t" {
 		st.SessionState |= TempTable
 		return
 	}
-	st.Route, st.Targets = Everywhere, c.top.Shards()
+	st.Route, st.Targets = Everywhere, c.everyShard()
+}
+
+// everyShard lists every shard of the topology, the authoritative one
+// first: its answer is the one the client gets, and the relations only it
+// has (made by a function, a DO block or CREATE TABLE AS) are there.
+func (c *planCtx) everyShard() []string {
+	auth := c.top.AuthoritativeShard()
+	return append([]string{auth}, without(c.top.Shards(), auth)...)
 }
 
 // onTables runs TRUNCATE, LOCK, VACUUM, ANALYZE, CLUSTER or REINDEX on
@@ -125,7 +150,7 @@ func (c *planCtx) planPrepare(st *Statement, ps *pg_query.PrepareStmt, f *facts)
 func (c *planCtx) planDeclare(st *Statement, dc *pg_query.DeclareCursorStmt, f *facts) {
 	const cursorOptHold = 0x0020 // CURSOR_OPT_HOLD in parsenodes.h
 	c.dispatch(st, dc.Query, f)
-	st.Kind, st.Name = Utility, dc.Portalname
+	st.Kind, st.Name, st.Declares = Utility, dc.Portalname, true
 	if dc.Options&cursorOptHold != 0 {
 		st.SessionState |= HoldCursor
 	}
@@ -140,16 +165,16 @@ func (c *planCtx) planDeclare(st *Statement, dc *pg_query.DeclareCursorStmt, f *
 	}
 }
 
-// droppedTables adds the relations a DROP names (as name lists, not
-// RangeVars) to refs.
-func (c *planCtx) droppedTables(ds *pg_query.DropStmt, refs []*tableRef) ([]*tableRef, error) {
-	switch ds.GetRemoveType() {
+// namedRelations adds the relations a DROP or COMMENT names (as name
+// lists, not RangeVars) to refs.
+func (c *planCtx) namedRelations(kind pg_query.ObjectType, objects []*pg_query.Node, refs []*tableRef) ([]*tableRef, error) {
+	switch kind {
 	case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
 		pg_query.ObjectType_OBJECT_INDEX, pg_query.ObjectType_OBJECT_SEQUENCE, pg_query.ObjectType_OBJECT_FOREIGN_TABLE:
 	default:
 		return refs, nil
 	}
-	for _, o := range ds.Objects {
+	for _, o := range objects {
 		var parts []string
 		for _, p := range o.GetList().GetItems() {
 			parts = append(parts, p.GetString_().GetSval())
@@ -217,4 +242,17 @@ func isDDL(n *pg_query.Node) bool {
 		return true
 	}
 	return false
+}
+
+// dropElsewhere makes a DROP of relations run with IF EXISTS on every
+// shard but the authoritative one, which runs it as written: a relation
+// made there alone (by a function or a DO block, which the router cannot
+// see into) is dropped without an error from shards that never had it.
+func (c *planCtx) dropElsewhere(st *Statement) {
+	stmt := proto.Clone(c.raw.GetStmt()).(*pg_query.Node)
+	stmt.GetDropStmt().MissingOk = true
+	sql, err := pg_query.Deparse(&pg_query.ParseResult{Version: c.version, Stmts: []*pg_query.RawStmt{{Stmt: stmt}}})
+	if err == nil {
+		st.Elsewhere = sql
+	}
 }

@@ -11,7 +11,12 @@
 //
 //   - Authoritative: statements touching no table, tables of the
 //     authoritative or of any single-shard group, reference tables read
-//     alone (from the authoritative shard if it has a copy).
+//     alone (from the authoritative shard if it has a copy). The router
+//     sends them to Targets inside a transaction too; only a read of no
+//     table that changes nothing (no Tables, no SideEffects) may run in
+//     the transaction's first shard instead. CREATE TABLE AS EXECUTE and
+//     temporary CREATE TABLE AS or SELECT INTO run here, on the
+//     authoritative shard.
 //   - Shard: the WHERE clause has col = v, v = col or col IN (v, ...),
 //     alone or in a conjunction, on a shard-key column (or, for reads and
 //     UPDATE/DELETE, an alternate index's column), where v is a literal or
@@ -51,10 +56,20 @@
 //
 // Reference tables join with anything on the shards holding them; a table
 // of a single-shard group joins sharded tables of no other group.
-//   - Everywhere: DDL, roles and databases on every shard of the topology
-//     (simpler than working out the groups involved, and never wrong);
-//     TRUNCATE, LOCK and maintenance on the shards of their tables; writes
-//     to a reference table on every shard with a copy.
+//   - Everywhere: DDL, roles and databases on every shard of the topology,
+//     the authoritative shard first (simpler than working out the groups
+//     involved, and never wrong); TRUNCATE, LOCK and maintenance on the
+//     shards of their tables; writes to a reference table on every shard
+//     with a copy. CREATE TABLE AS and SELECT INTO of a table placed in a
+//     single-shard group, from tables on its shard, run there first and
+//     on the other shards as CREATE TABLE AS ... WITH NO DATA
+//     (Statement.Elsewhere, deparsed): the table exists everywhere, as
+//     CREATE TABLE makes it, and its rows only on its group's shard. A
+//     DROP of relations runs with IF EXISTS on the shards after the
+//     first (Elsewhere), which may never have had a relation a function
+//     made on the authoritative shard. Statement.Creates and Drops let
+//     the router follow the relations a session made on the
+//     authoritative shard alone.
 //   - Router: transaction control, SET/RESET, DISCARD, FETCH/MOVE/CLOSE,
 //     EXPLAIN (TESSERA) and the empty query, which the router handles.
 //
@@ -69,7 +84,8 @@
 // split by row (a WITH clause, a subquery in RETURNING, RETURNING with ON
 // CONFLICT DO NOTHING; Shards reports the others with ErrSplitInsert and
 // SplitInsert splits them), UPDATE of a shard key, MERGE or COPY FROM into a sharded table,
-// CREATE TABLE AS, SELECT INTO, server-side COPY files, cursors over
+// CREATE TABLE AS or SELECT INTO reading sharded tables, placed in a
+// sharded group or with parameters, server-side COPY files, cursors over
 // several shards, SQL-level PREPARE of statements that do not run on the
 // authoritative shard. Temporary tables, LISTEN, LOAD, PREPARE and
 // session-level advisory locks run on the authoritative shard and are

@@ -4,18 +4,21 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 	"github.com/tesseradb/tessera/topo"
 	"github.com/tesseradb/tessera/topo/shardfunc"
+	"google.golang.org/protobuf/proto"
 )
 
 // planCtx holds what planning one input (one cache miss) needs.
 type planCtx struct {
-	top    *topo.Topology
-	schema Schema
-	in     *Input
-	sql    string
-	lits   []span
-	semis  []int
-	consts []int32 // A_Const locations of every statement
-	start  int     // offset of the statement being planned in sql
+	top     *topo.Topology
+	schema  Schema
+	in      *Input
+	sql     string
+	lits    []span
+	semis   []int
+	consts  []int32           // A_Const locations of every statement
+	start   int               // offset of the statement being planned in sql
+	raw     *pg_query.RawStmt // the statement being planned
+	version int32             // pg_query's parse tree version, for deparsing
 
 	// exact: a plan depends on more of the text than its shape (a SET
 	// value, a split the scanner cannot follow), so the plans are cached
@@ -34,7 +37,7 @@ func parse(top *topo.Topology, schema Schema, in *Input, sc *scan) (stmts []*Sta
 	if err != nil {
 		return nil, false, false, syntaxError(err)
 	}
-	c := &planCtx{top: top, schema: schema, in: in, sql: in.SQL, lits: sc.lits, semis: sc.semis, exact: sc.odd}
+	c := &planCtx{top: top, schema: schema, in: in, sql: in.SQL, lits: sc.lits, semis: sc.semis, exact: sc.odd, version: res.Version}
 	if len(res.Stmts) == 0 {
 		return []*Statement{{Kind: Empty, Route: Router, semiFrom: -1, semiTo: -1}}, !c.exact, true, nil
 	}
@@ -48,6 +51,7 @@ func parse(top *topo.Topology, schema Schema, in *Input, sc *scan) (stmts []*Sta
 		start, end = trimSpace(in.SQL, start, end)
 		st.SQL, c.start = in.SQL[start:end], start
 		f := collect(raw.Stmt)
+		c.raw = raw
 		c.statement(st, raw.Stmt, f)
 		c.bindKeys(st, start)
 		if len(res.Stmts) == 1 && !sc.odd {
@@ -133,7 +137,15 @@ func (c *planCtx) planSelect(st *Statement, sel *pg_query.SelectStmt, f *facts) 
 	st.ReadOnly = !f.locking && !f.modifyingCTE
 	st.SideEffects = f.opaqueCall
 	if sel.IntoClause != nil {
-		st.Err = unsupported("SELECT INTO is not supported yet (use CREATE TABLE and INSERT ... SELECT)")
+		if !c.topSelectInto(sel) {
+			// DECLARE, COPY, PREPARE or a subquery: Postgres refuses it
+			// in its own words.
+			c.authoritative(st)
+			return
+		}
+		query := proto.Clone(sel).(*pg_query.SelectStmt)
+		query.IntoClause = nil
+		c.planCreateTableAs(st, sel.IntoClause, &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: query}}, f)
 		return
 	}
 	q := &query{kind: Select, read: true, sel: sel}
@@ -150,6 +162,8 @@ func (c *planCtx) planCopy(st *Statement, cs *pg_query.CopyStmt, f *facts) {
 	}
 	st.Kind = Copy
 	switch {
+	case cs.Query != nil && hasInto(cs.Query):
+		// Postgres refuses COPY (SELECT INTO) itself.
 	case cs.Filename != "" || cs.IsProgram:
 		st.Err = unsupported("COPY to or from a file or program on the server is not supported (use COPY ... FROM STDIN or TO STDOUT)")
 	case cs.Query != nil:

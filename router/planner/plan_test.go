@@ -145,20 +145,27 @@ var routeCases = []struct {
 	{"COPY audit_log FROM STDIN", nil, "copy authoritative shard-0"},
 	{"COPY audit_log FROM '/etc/passwd'", nil, "copy error 0A000"},
 	// DDL and utility.
-	{"CREATE TABLE t (id int)", nil, "ddl everywhere customer-shard-1,customer-shard-2,shard-0"},
-	{"ALTER TABLE customers ADD COLUMN x int", nil, "ddl everywhere customer-shard-1,customer-shard-2,shard-0"},
-	{"CREATE INDEX ON customers (name)", nil, "ddl everywhere customer-shard-1,customer-shard-2,shard-0"},
-	{"DROP TABLE customers, audit_log", nil, "ddl everywhere customer-shard-1,customer-shard-2,shard-0"},
-	{"CREATE ROLE app", nil, "ddl everywhere customer-shard-1,customer-shard-2,shard-0"},
-	{"GRANT SELECT ON customers TO app", nil, "ddl everywhere customer-shard-1,customer-shard-2,shard-0"},
-	{"COMMENT ON TABLE customers IS 'people'", nil, "ddl everywhere customer-shard-1,customer-shard-2,shard-0"},
-	{"CREATE EXTENSION pgcrypto", nil, "ddl everywhere customer-shard-1,customer-shard-2,shard-0"},
-	{"CREATE TABLE x AS SELECT 1", nil, "ddl error 0A000"},
-	{"SELECT 1 INTO x", nil, "select error 0A000"},
+	{"CREATE TABLE t (id int)", nil, "ddl everywhere shard-0,customer-shard-1,customer-shard-2"},
+	{"ALTER TABLE customers ADD COLUMN x int", nil, "ddl everywhere shard-0,customer-shard-1,customer-shard-2"},
+	{"CREATE INDEX ON customers (name)", nil, "ddl everywhere shard-0,customer-shard-1,customer-shard-2"},
+	{"DROP TABLE customers, audit_log", nil, "ddl everywhere shard-0,customer-shard-1,customer-shard-2"},
+	{"CREATE ROLE app", nil, "ddl everywhere shard-0,customer-shard-1,customer-shard-2"},
+	{"GRANT SELECT ON customers TO app", nil, "ddl everywhere shard-0,customer-shard-1,customer-shard-2"},
+	{"COMMENT ON TABLE customers IS 'people'", nil, "ddl everywhere shard-0,customer-shard-1,customer-shard-2"},
+	{"CREATE EXTENSION pgcrypto", nil, "ddl everywhere shard-0,customer-shard-1,customer-shard-2"},
+	{"CREATE TABLE x AS SELECT 1", nil, "ddl everywhere shard-0,customer-shard-1,customer-shard-2"},
+	{"SELECT 1 INTO x", nil, "ddl everywhere shard-0,customer-shard-1,customer-shard-2"},
+	{"CREATE TABLE x AS SELECT * FROM audit_log WHERE id = $1", nil, "ddl error 0A000"},
+	{"CREATE TABLE x AS SELECT * FROM customers", nil, "ddl error 0A000"},
+	{"SELECT * INTO x FROM customers WHERE customer_id = 1", nil, "ddl error 0A000"},
+	{"CREATE TEMP TABLE x AS SELECT * FROM audit_log", nil, "ddl authoritative shard-0"},
+	{"CREATE TABLE customers AS SELECT 1 AS customer_id", nil, "ddl error 0A000"},
+	{"DECLARE c CURSOR FOR SELECT 1 INTO x", nil, "utility authoritative shard-0"},
+	{"COPY (SELECT 1 INTO x) TO '/tmp/f'", nil, "copy authoritative shard-0"},
 	{"CREATE TEMP TABLE t (id int)", nil, "ddl authoritative shard-0"},
 	{"TRUNCATE customers", nil, "utility everywhere customer-shard-1,customer-shard-2"},
 	{"VACUUM customers", nil, "utility everywhere customer-shard-1,customer-shard-2"},
-	{"CHECKPOINT", nil, "utility everywhere customer-shard-1,customer-shard-2,shard-0"},
+	{"CHECKPOINT", nil, "utility everywhere shard-0,customer-shard-1,customer-shard-2"},
 	{"LISTEN events", nil, "utility authoritative shard-0"},
 	{"DO $$BEGIN END$$", nil, "utility authoritative shard-0"},
 	{"PREPARE p AS SELECT * FROM audit_log WHERE id = $1", nil, "utility authoritative shard-0"},
@@ -544,5 +551,24 @@ Shard customer-shard-1: SELECT * FROM customers WHERE customer_id = $1`
 	st = planOne(t, p, xx, store("EXPLAIN (TESSERA) INSERT INTO customers (customer_id) VALUES (1), (1)"))
 	if got := strings.Join(st.Describe(nil), "\n"); !strings.Contains(got, "Key: customer_id = 1 (int8, shard index customer_id_xxhash), row 2\nShard customer-shard-2:") {
 		t.Errorf("got\n%s", got)
+	}
+}
+
+// TestElsewhere: what the shards other than the first of an Everywhere
+// route run instead of the statement.
+func TestElsewhere(t *testing.T) {
+	xx := loadTopology(t, "store_xxhash.json")
+	p := New(0)
+	for sql, want := range map[string]string{
+		"CREATE TABLE x AS SELECT 1 AS a":                 "CREATE TABLE x AS SELECT 1 AS a  WITH NO DATA",
+		"SELECT 1 AS a INTO x":                            "CREATE TABLE x AS SELECT 1 AS a  WITH NO DATA",
+		"EXPLAIN ANALYZE SELECT id INTO x FROM audit_log": "EXPLAIN (ANALYZE) CREATE TABLE x AS SELECT id FROM audit_log  WITH NO DATA",
+		"DROP TABLE a, b":                                 "DROP TABLE IF EXISTS a, b",
+		"DROP TABLE IF EXISTS a":                          "",
+		"CREATE TABLE t (id int)":                         "",
+	} {
+		if got := planOne(t, p, xx, store(sql)).Elsewhere; got != want {
+			t.Errorf("%s: elsewhere %q, want %q", sql, got, want)
+		}
 	}
 }

@@ -68,6 +68,20 @@ type Statement struct {
 	// NoTransaction reports a statement that cannot run inside a
 	// transaction block.
 	NoTransaction bool
+	// Creates is the relation a CREATE TABLE, VIEW, SEQUENCE or TABLE AS
+	// makes, unqualified, temporary or not (a temporary one has the
+	// TempTable session state); Drops marks a DROP of relations, which
+	// Tables lists. The router follows the session's temporary relations
+	// with them.
+	Creates string
+	Drops   bool
+	// Declares marks DECLARE: Name is the cursor, which FETCH, MOVE and
+	// CLOSE (Router route, Name) find where it was declared.
+	Declares bool
+	// Elsewhere is what the shards of an Everywhere route other than the
+	// first run instead of SQL: a CREATE TABLE AS without its rows, which
+	// only the first shard, where the new table's group is, gets.
+	Elsewhere string
 
 	// Merge says how the answers combine when several shards run the
 	// statement: MergeCounts for a SELECT of counts, which the router
