@@ -1,0 +1,262 @@
+package replicator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tesseradb/tessera/topo"
+)
+
+// diffFixture is a source and two targets holding shop.public.orders, the
+// targets filled by the replicator's own copy.
+type diffFixture struct {
+	placement *topo.Placement
+	table     *Table
+	src       *pgx.Conn
+	targets   map[string]*pgx.Conn // t1, t2
+	urls      map[string]string    // src, t1, t2
+}
+
+func newDiffFixture(t *testing.T, prefix string, rows int) *diffFixture {
+	t.Helper()
+	top, err := topo.Parse([]byte(moveTopology))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &diffFixture{placement: top.Resolve("shop", "public", "orders"), targets: map[string]*pgx.Conn{}, urls: map[string]string{}}
+	for _, name := range []string{"src", "t1", "t2"} {
+		f.urls[name] = createDatabase(t, prefix+"_"+name)
+		c := connect(t, f.urls[name])
+		mustExec(t, c, ordersDDL)
+		if name == "src" {
+			f.src = c
+			continue
+		}
+		f.targets[name] = c
+		if err := EnsureProgressTable(testCtx(t), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insertOrders(t, f.src, 1, rows)
+	// Source rows with an empty note, against which a target's NULL must
+	// differ, as a target's '' against a source's NULL.
+	mustExec(t, f.src, "UPDATE orders SET note = '' WHERE id % 100 = 1")
+	ctx := testCtx(t)
+	if f.table, err = DescribeTable(ctx, f.src, "public", "orders", "customer_id"); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// copyAll copies the source to the targets from a REPEATABLE READ
+// snapshot: the diff tests need the rows where the copy puts them.
+func (f *diffFixture) copyAll(t *testing.T) {
+	t.Helper()
+	ctx := testCtx(t)
+	read, err := f.src.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer read.Rollback(context.Background())
+	c := &Copier{Workflow: "vd", Source: "src", Snapshot: &Snapshot{LSN: 1}, Read: read, BatchRows: 300,
+		Targets: []Target{{"t1", f.targets["t1"]}, {"t2", f.targets["t2"]}}}
+	if _, err := c.CopyTable(ctx, f.table, f.placement); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// differ opens a diff transaction on each side, on connections of its own,
+// closed when the test ends.
+func (f *diffFixture) differ(t *testing.T, chunkRows int) *Differ {
+	t.Helper()
+	ctx := testCtx(t)
+	side := func(shard string) DiffSide {
+		tx, err := BeginDiffRead(ctx, connect(t, f.urls[shard]), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback(context.Background()) })
+		return DiffSide{Shard: shard, Read: tx}
+	}
+	return &Differ{Table: f.table, Placement: f.placement, ChunkRows: chunkRows,
+		Sources: []DiffSide{side("src")}, Targets: []DiffSide{side("t1"), side("t2")}}
+}
+
+// owner returns the target that owns a customer_id, and the other one.
+func (f *diffFixture) owner(t *testing.T, customerID int64) (owner, other string) {
+	t.Helper()
+	_, shard, err := f.placement.RouteInt(customerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shard == "t1" {
+		return "t1", "t2"
+	}
+	return "t2", "t1"
+}
+
+// sourceRow returns the source row of an id: its key, its customer_id and
+// its columns as jsonb, for copying it elsewhere.
+func (f *diffFixture) sourceRow(t *testing.T, id int) (key []string, customerID int64, doc string) {
+	t.Helper()
+	var tenant string
+	if err := f.src.QueryRow(testCtx(t), "SELECT tenant, customer_id, to_jsonb(o)::text FROM orders o WHERE id = $1", id).
+		Scan(&tenant, &customerID, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return []string{tenant, fmt.Sprint(id)}, customerID, doc
+}
+
+// put writes a row given as jsonb on a target, all copied columns.
+func (f *diffFixture) put(t *testing.T, shard, doc string) {
+	t.Helper()
+	cols := f.table.columnList()
+	mustExec(t, f.targets[shard], "INSERT INTO orders ("+cols+") SELECT "+cols+" FROM jsonb_populate_record(NULL::orders, $1::jsonb)", doc)
+}
+
+func diffStrings(ds []Difference) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = fmt.Sprintf("%s %q on %s %v", d.Kind, d.Key, d.Shard, d.Columns)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestDiffReportsEachKindOfDifference(t *testing.T) {
+	f := newDiffFixture(t, "vdiff", 1500)
+	f.copyAll(t)
+	ctx := testCtx(t)
+
+	clean, err := f.differ(t, 100).Diff(ctx, DiffReport{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !clean.Done || clean.Total() != 0 || len(clean.Differences) != 0 || clean.DifferingChunks != 0 {
+		t.Fatalf("a clean copy: %+v", clean)
+	}
+	if clean.SourceRows != 1500 || clean.TargetRows != 1500 || clean.Chunks < 15 {
+		t.Fatalf("a clean copy compared %d source and %d target rows in %d chunks, want 1500, 1500, 15 or more",
+			clean.SourceRows, clean.TargetRows, clean.Chunks)
+	}
+
+	// One difference of each kind, each on a different key.
+	var want []Difference
+	{ // missing: deleted on its owner
+		key, cust, _ := f.sourceRow(t, 10)
+		owner, _ := f.owner(t, cust)
+		mustExec(t, f.targets[owner], "DELETE FROM orders WHERE id = 10")
+		want = append(want, Difference{Kind: DiffMissing, Key: key, Shard: owner})
+	}
+	{ // extra: a row on its owner that no source has
+		key, cust, doc := f.sourceRow(t, 11)
+		owner, _ := f.owner(t, cust)
+		doc = strings.Replace(doc, `"id": 11,`, `"id": 900011,`, 1)
+		f.put(t, owner, doc)
+		want = append(want, Difference{Kind: DiffExtra, Key: []string{key[0], "900011"}, Shard: owner})
+	}
+	{ // changed: price, and a TOASTed note
+		key, cust, _ := f.sourceRow(t, 120)
+		owner, _ := f.owner(t, cust)
+		mustExec(t, f.targets[owner], "UPDATE orders SET price = price + 0.01, note = note || '.' WHERE id = 120")
+		want = append(want, Difference{Kind: DiffChanged, Key: key, Shard: owner, Columns: []string{"price", "note"}})
+	}
+	{ // NULL on the source, '' on the target
+		key, cust, _ := f.sourceRow(t, 25)
+		owner, _ := f.owner(t, cust)
+		mustExec(t, f.targets[owner], "UPDATE orders SET note = '' WHERE id = 25 AND note IS NULL")
+		want = append(want, Difference{Kind: DiffChanged, Key: key, Shard: owner, Columns: []string{"note"}})
+	}
+	{ // '' on the source, NULL on the target
+		key, cust, _ := f.sourceRow(t, 301)
+		owner, _ := f.owner(t, cust)
+		mustExec(t, f.targets[owner], "UPDATE orders SET note = NULL WHERE id = 301 AND note = ''")
+		want = append(want, Difference{Kind: DiffChanged, Key: key, Shard: owner, Columns: []string{"note"}})
+	}
+	{ // a stray copy on the target that does not own it
+		key, cust, doc := f.sourceRow(t, 40)
+		_, other := f.owner(t, cust)
+		f.put(t, other, doc)
+		want = append(want, Difference{Kind: DiffWrongShard, Key: key, Shard: other})
+	}
+	{ // moved to the wrong target: all targets together hold the same
+		// rows as the source, only the per-target comparison sees it
+		key, cust, doc := f.sourceRow(t, 777)
+		owner, other := f.owner(t, cust)
+		mustExec(t, f.targets[owner], "DELETE FROM orders WHERE id = 777")
+		f.put(t, other, doc)
+		want = append(want, Difference{Kind: DiffWrongShard, Key: key, Shard: other},
+			Difference{Kind: DiffMissing, Key: key, Shard: owner})
+	}
+	{ // a row on a wrong target that no source has
+		key, cust, doc := f.sourceRow(t, 1400)
+		_, other := f.owner(t, cust)
+		doc = strings.Replace(doc, `"id": 1400,`, `"id": 901400,`, 1)
+		f.put(t, other, doc)
+		want = append(want, Difference{Kind: DiffWrongShard, Key: []string{key[0], "901400"}, Shard: other})
+	}
+
+	full, err := f.differ(t, 100).Diff(ctx, DiffReport{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, w := diffStrings(full.Differences), diffStrings(want); !slices.Equal(got, w) {
+		t.Fatalf("differences:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(w, "\n"))
+	}
+	wantCounts := map[DiffKind]int64{DiffMissing: 2, DiffExtra: 1, DiffChanged: 3, DiffWrongShard: 3}
+	if !reflect.DeepEqual(full.Counts, wantCounts) || full.Unlisted != 0 || !full.Done {
+		t.Fatalf("counts %v, unlisted %d, done %v; want %v, 0, true", full.Counts, full.Unlisted, full.Done, wantCounts)
+	}
+	if full.DifferingChunks < 2 || full.DifferingChunks > 8 || full.DifferingChunks >= full.Chunks {
+		t.Fatalf("%d of %d chunks differ: only the chunks with differences should", full.DifferingChunks, full.Chunks)
+	}
+	t.Logf("%d chunks, %d differing, %d source rows, %d target rows", full.Chunks, full.DifferingChunks, full.SourceRows, full.TargetRows)
+
+	// Stopped every 3 chunks, its state through JSON, resumed on new
+	// snapshots: the same report.
+	var resumed DiffReport
+	for steps := 0; !resumed.Done; steps++ {
+		if steps > 100 {
+			t.Fatal("the resumed diff does not finish")
+		}
+		d := f.differ(t, 100)
+		d.MaxChunks = 3
+		next, err := d.Diff(ctx, resumed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !next.Done && next.Chunks != resumed.Chunks+3 {
+			t.Fatalf("a step compared %d chunks, want 3", next.Chunks-resumed.Chunks)
+		}
+		raw, err := json.Marshal(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resumed = DiffReport{}
+		if err := json.Unmarshal(raw, &resumed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(resumed, full) {
+		t.Fatalf("resumed diff:\n%+v\none pass:\n%+v", resumed, full)
+	}
+
+	// The listing is bounded; the counts are not.
+	d := f.differ(t, 100)
+	d.MaxListed = 4
+	bounded, err := d.Diff(ctx, DiffReport{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bounded.Differences) != 4 || bounded.Unlisted != 5 || bounded.Total() != 9 {
+		t.Fatalf("bounded to 4: %d listed, %d unlisted, %d in all; want 4, 5, 9",
+			len(bounded.Differences), bounded.Unlisted, bounded.Total())
+	}
+}
