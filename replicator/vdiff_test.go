@@ -3,11 +3,14 @@ package replicator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -259,4 +262,128 @@ func TestDiffReportsEachKindOfDifference(t *testing.T) {
 		t.Fatalf("bounded to 4: %d listed, %d unlisted, %d in all; want 4, 5, 9",
 			len(bounded.Differences), bounded.Unlisted, bounded.Total())
 	}
+}
+
+// The acceptance test of the consistent point: a table copied and
+// streamed while writers change it (rows moving shard among them) diffs
+// clean, the writes going on all the while, before and after the point.
+func TestDiffAtConsistentPointUnderWrites(t *testing.T) {
+	f := newDiffFixture(t, "vdcp", 2000)
+	ctx := testCtx(t)
+	mustExec(t, f.src, "ALTER TABLE orders REPLICA IDENTITY FULL")
+	mustExec(t, f.src, "CREATE PUBLICATION vdcp_pub FOR TABLE orders")
+	const slot = "vdcp_slot"
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	writeErrs, writes := make([]error, 2), make([]int, 2)
+	for w := range writeErrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pgx.Connect(ctx, f.urls["src"])
+			if err != nil {
+				writeErrs[w] = err
+				return
+			}
+			defer conn.Close(context.Background())
+			writes[w], writeErrs[w] = writeChanges(ctx, conn, int64(w+1), 1000000, stop)
+		}()
+	}
+	stopWriters := func() {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		close(stop)
+		wg.Wait()
+		for _, err := range writeErrs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer stopWriters()
+
+	snap, err := OpenSnapshot(ctx, f.urls["src"], slot, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { DropSlot(context.Background(), f.src, slot) })
+	read, err := BeginSnapshotRead(ctx, connect(t, f.urls["src"]), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Close(ctx)
+	copier := &Copier{Workflow: "vdcp", Source: "src", Snapshot: snap, Read: read, BatchRows: 300,
+		Targets: []Target{{"t1", connect(t, f.urls["t1"])}, {"t2", connect(t, f.urls["t2"])}}}
+	if _, err := copier.CopyTable(ctx, f.table, f.placement); err != nil {
+		t.Fatal(err)
+	}
+	read.Rollback(ctx)
+
+	stream := func() *Stream {
+		return &Stream{
+			Workflow: "vdcp", Source: "src", SourceConnString: f.urls["src"], Slot: slot, Publication: "vdcp_pub",
+			Tables: []StreamTable{{Table: f.table, Placement: f.placement}}, StatusInterval: 100 * time.Millisecond,
+			Targets: []Target{{"t1", connect(t, f.urls["t1"])}, {"t2", connect(t, f.urls["t2"])}},
+		}
+	}
+	runInBackground := func() (stopStream func()) {
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		s := stream()
+		go func() { done <- s.Run(runCtx) }()
+		return func() {
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("the stream stopped with %v", err)
+			}
+		}
+	}
+	stopStream := runInBackground()
+	time.Sleep(time.Second)
+
+	// The consistent point: stop the stream, export a source snapshot,
+	// apply exactly up to it, snapshot the targets, release the stream.
+	stopStream()
+	srcRead, lsn, err := OpenDiffSnapshot(ctx, f.urls["src"], "vdcp_diff", connect(t, f.urls["src"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srcRead.Rollback(context.Background())
+	catchUp := stream()
+	catchUp.StopAt = lsn
+	if err := catchUp.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := &Differ{Table: f.table, Placement: f.placement, ChunkRows: 150, Sources: []DiffSide{{"src", srcRead}}}
+	for _, shard := range []string{"t1", "t2"} {
+		tx, err := BeginDiffRead(ctx, connect(t, f.urls[shard]), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background())
+		d.Targets = append(d.Targets, DiffSide{shard, tx})
+	}
+	stopStream = runInBackground()
+
+	report, err := d.Diff(ctx, DiffReport{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopStream()
+	stopWriters()
+	var inSnapshot int64
+	if err := srcRead.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&inSnapshot); err != nil {
+		t.Fatal(err)
+	}
+	if !report.Done || report.Total() != 0 || report.SourceRows != inSnapshot || report.TargetRows != inSnapshot {
+		t.Fatalf("at %s (%d rows in the snapshot): %+v", lsn, inSnapshot, report)
+	}
+	if writes[0]+writes[1] < 50 {
+		t.Fatalf("only %d source transactions: the diff was not under writes", writes[0]+writes[1])
+	}
+	t.Logf("clean at %s: %d rows in %d chunks, %d source transactions around it", lsn, report.SourceRows, report.Chunks, writes[0]+writes[1])
 }
