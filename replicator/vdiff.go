@@ -2,8 +2,10 @@ package replicator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -179,39 +181,47 @@ func (d *Differ) check() error {
 // sums its own rows. Comparing per target, not all targets together,
 // catches a row that sits on the wrong target instead of its owner.
 func (d *Differ) compareChunk(ctx context.Context, r *DiffReport, lo, hi []string) error {
-	want := make([]chunkSum, len(d.Targets))
+	// Every side is its own server: they all read at once.
 	targetOf := d.targetIndex()
-	for _, s := range d.Sources {
-		rows, err := s.Read.Query(ctx, d.rowHashQuery(lo, hi))
-		if err != nil {
-			return fmt.Errorf("diff %s on source %s: %w", d.Table.DisplayName(), s.Shard, err)
-		}
-		var shardKey string
-		var h1, h2 int64
-		_, err = pgx.ForEachRow(rows, []any{&shardKey, &h1, &h2}, func() error {
-			i, err := d.owner(targetOf, shardKey)
-			if err != nil {
-				return err
+	want := make([][]chunkSum, len(d.Sources)) // by source, by owning target
+	got := make([]chunkSum, len(d.Targets))
+	errs := make([]error, len(d.Sources)+len(d.Targets))
+	var wg sync.WaitGroup
+	for i, s := range d.Sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			want[i] = make([]chunkSum, len(d.Targets))
+			if err := d.sumSourceChunk(ctx, s, targetOf, want[i], lo, hi); err != nil {
+				errs[i] = fmt.Errorf("diff %s on source %s: %w", d.Table.DisplayName(), s.Shard, err)
 			}
-			want[i].add(h1, h2)
-			r.SourceRows++
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("diff %s on source %s: %w", d.Table.DisplayName(), s.Shard, err)
-		}
+		}()
+	}
+	for i, tg := range d.Targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var s1, s2 string
+			if err := tg.Read.QueryRow(ctx, d.chunkSumQuery(lo, hi)).Scan(&got[i].rows, &s1, &s2); err != nil {
+				errs[len(d.Sources)+i] = fmt.Errorf("diff %s on target %s: %w", d.Table.DisplayName(), tg.Shard, err)
+			}
+			got[i].h1.SetString(s1, 10)
+			got[i].h2.SetString(s2, 10)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	differs := false
-	for i, tg := range d.Targets {
-		var got chunkSum
-		var s1, s2 string
-		if err := tg.Read.QueryRow(ctx, d.chunkSumQuery(lo, hi)).Scan(&got.rows, &s1, &s2); err != nil {
-			return fmt.Errorf("diff %s on target %s: %w", d.Table.DisplayName(), tg.Shard, err)
+	for i := range d.Targets {
+		var w chunkSum
+		for _, bySource := range want {
+			w.merge(&bySource[i])
 		}
-		got.h1.SetString(s1, 10)
-		got.h2.SetString(s2, 10)
-		r.TargetRows += got.rows
-		if !got.equal(&want[i]) {
+		r.SourceRows += w.rows
+		r.TargetRows += got[i].rows
+		if !got[i].equal(&w) {
 			differs = true
 		}
 	}
@@ -220,6 +230,26 @@ func (d *Differ) compareChunk(ctx context.Context, r *DiffReport, lo, hi []strin
 	}
 	r.DifferingChunks++
 	return d.compareRows(ctx, r, lo, hi)
+}
+
+// sumSourceChunk reads a source's rows of a chunk (shard key and md5) and
+// adds each to the sum of the target that owns it.
+func (d *Differ) sumSourceChunk(ctx context.Context, s DiffSide, targetOf map[string]int, sums []chunkSum, lo, hi []string) error {
+	rows, err := s.Read.Query(ctx, d.rowHashQuery(lo, hi))
+	if err != nil {
+		return err
+	}
+	var shardKey string
+	var h1, h2 int64
+	_, err = pgx.ForEachRow(rows, []any{&shardKey, &h1, &h2}, func() error {
+		i, err := d.owner(targetOf, shardKey)
+		if err != nil {
+			return err
+		}
+		sums[i].add(h1, h2)
+		return nil
+	})
+	return err
 }
 
 func (d *Differ) targetIndex() map[string]int {
@@ -244,6 +274,12 @@ func (c *chunkSum) add(h1, h2 int64) {
 	c.rows++
 	c.h1.Add(&c.h1, v.SetInt64(h1))
 	c.h2.Add(&c.h2, v.SetInt64(h2))
+}
+
+func (c *chunkSum) merge(o *chunkSum) {
+	c.rows += o.rows
+	c.h1.Add(&c.h1, &o.h1)
+	c.h2.Add(&c.h2, &o.h2)
 }
 
 func (c *chunkSum) equal(o *chunkSum) bool {
