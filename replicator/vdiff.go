@@ -115,18 +115,14 @@ type Differ struct {
 // Diff compares the chunks after from.After (a zero DiffReport: from the
 // start) and returns the report with them added. A diff stopped between
 // two calls resumes after the last chunk its report holds; resumed on new
-// snapshots, the chunks already compared keep their earlier results.
+// snapshots, the chunks already compared keep their earlier results. On an
+// error the report returned is as of the last whole chunk, ready to resume.
 func (d *Differ) Diff(ctx context.Context, from DiffReport) (DiffReport, error) {
-	r := from
-	r.Table = d.Table.DisplayName()
-	r.Counts = make(map[DiffKind]int64, len(from.Counts))
-	for k, v := range from.Counts {
-		r.Counts[k] = v
-	}
-	r.Differences = append([]Difference(nil), from.Differences...)
+	r := from.clone()
 	if r.Done {
 		return r, nil
 	}
+	r.Table = d.Table.DisplayName()
 	if err := d.check(); err != nil {
 		return r, err
 	}
@@ -135,12 +131,13 @@ func (d *Differ) Diff(ctx context.Context, from DiffReport) (DiffReport, error) 
 		chunkRows = DefaultDiffChunkRows
 	}
 	for n := 0; d.MaxChunks <= 0 || n < d.MaxChunks; n++ {
+		whole := r.clone()
 		upper, err := d.chunkEnd(ctx, r.After, chunkRows)
 		if err != nil {
-			return r, err
+			return whole, err
 		}
 		if err := d.compareChunk(ctx, &r, r.After, upper); err != nil {
-			return r, err
+			return whole, err
 		}
 		r.Chunks++
 		if upper == nil {
@@ -149,10 +146,26 @@ func (d *Differ) Diff(ctx context.Context, from DiffReport) (DiffReport, error) 
 		}
 		r.After = upper
 	}
-	if len(r.Counts) == 0 {
-		r.Counts = nil
-	}
 	return r, nil
+}
+
+// clone copies a report deeply: a chunk adds to the copy, and a chunk that
+// fails leaves the original as it was.
+func (r DiffReport) clone() DiffReport {
+	c := r
+	c.After = append([]string(nil), r.After...)
+	if r.After == nil {
+		c.After = nil
+	}
+	c.Counts = nil
+	for k, v := range r.Counts {
+		if c.Counts == nil {
+			c.Counts = make(map[DiffKind]int64, len(r.Counts))
+		}
+		c.Counts[k] = v
+	}
+	c.Differences = append([]Difference(nil), r.Differences...)
+	return c
 }
 
 func (d *Differ) check() error {
@@ -291,6 +304,9 @@ func (d *Differ) addDifference(r *DiffReport, diff Difference) {
 	max := d.MaxListed
 	if max <= 0 {
 		max = DefaultDiffListed
+	}
+	if r.Counts == nil {
+		r.Counts = map[DiffKind]int64{}
 	}
 	r.Counts[diff.Kind]++
 	if len(r.Differences) < max {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/topo"
 )
 
@@ -148,6 +149,19 @@ func TestDiffReportsEachKindOfDifference(t *testing.T) {
 	if clean.SourceRows != 1500 || clean.TargetRows != 1500 || clean.Chunks < 15 {
 		t.Fatalf("a clean copy compared %d source and %d target rows in %d chunks, want 1500, 1500, 15 or more",
 			clean.SourceRows, clean.TargetRows, clean.Chunks)
+	}
+
+	// A row routed to a shard the diff was not given is an error (55000),
+	// and the report returned is the one before the failed chunk.
+	partial := f.differ(t, 100)
+	partial.Targets = partial.Targets[:1]
+	partial.MaxChunks = 2
+	before, err := partial.Diff(ctx, DiffReport{})
+	if pgerr.Code(err) != pgerr.ObjectNotInPrerequisiteState {
+		t.Fatalf("a diff missing target t2: %v, want 55000", err)
+	}
+	if before.Chunks != 0 || before.SourceRows != 0 || before.After != nil || before.Total() != 0 {
+		t.Fatalf("after a failed first chunk: %+v, want nothing compared", before)
 	}
 
 	// One difference of each kind, each on a different key.
