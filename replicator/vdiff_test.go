@@ -423,3 +423,50 @@ func BenchmarkDiffCleanRows(b *testing.B) {
 	}
 	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 }
+
+// A reshard's sources: the rows split over two source shards add up on
+// the targets, and a key on both sources is reported.
+func TestDiffWithTwoSources(t *testing.T) {
+	f := newDiffFixture(t, "vdtwo", 800)
+	f.copyAll(t)
+	ctx := testCtx(t)
+	f.urls["src2"] = createDatabase(t, "vdtwo_src2")
+	src2 := connect(t, f.urls["src2"])
+	mustExec(t, src2, ordersDDL)
+	var even string
+	if err := f.src.QueryRow(ctx, "SELECT jsonb_agg(to_jsonb(o))::text FROM orders o WHERE id % 2 = 0").Scan(&even); err != nil {
+		t.Fatal(err)
+	}
+	cols := f.table.columnList()
+	mustExec(t, src2, "INSERT INTO orders ("+cols+") SELECT "+cols+" FROM jsonb_populate_recordset(NULL::orders, $1::jsonb)", even)
+	mustExec(t, f.src, "DELETE FROM orders WHERE id % 2 = 0")
+
+	differ := func() *Differ {
+		d := f.differ(t, 64)
+		tx, err := BeginDiffRead(ctx, connect(t, f.urls["src2"]), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback(context.Background()) })
+		d.Sources = append(d.Sources, DiffSide{"src2", tx})
+		return d
+	}
+	clean, err := differ().Diff(ctx, DiffReport{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !clean.Done || clean.Total() != 0 || clean.SourceRows != 800 || clean.TargetRows != 800 {
+		t.Fatalf("two sources of a clean copy: %+v", clean)
+	}
+
+	key, _, doc := f.sourceRow(t, 33)
+	mustExec(t, src2, "INSERT INTO orders ("+cols+") SELECT "+cols+" FROM jsonb_populate_record(NULL::orders, $1::jsonb)", doc)
+	dup, err := differ().Diff(ctx, DiffReport{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf("%s %q on src2 []", DiffSourceDuplicate, key)}
+	if got := diffStrings(dup.Differences); !slices.Equal(got, want) {
+		t.Fatalf("a key on both sources: %v, want %v", got, want)
+	}
+}
