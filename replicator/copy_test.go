@@ -44,7 +44,7 @@ const ordersDDL = `CREATE TABLE public.orders (
 	PRIMARY KEY (tenant, id))`
 
 // insertOrders adds rows from..to (inclusive) to the source.
-func insertOrders(t *testing.T, src *pgx.Conn, from, to int) {
+func insertOrders(t testing.TB, src *pgx.Conn, from, to int) {
 	t.Helper()
 	mustExec(t, src, `INSERT INTO orders (tenant, id, customer_id, price, created, payload, note, flag, ref, tags, doc)
 		SELECT CASE i % 4 WHEN 0 THEN 'acme' WHEN 1 THEN 'o''brien \ co' WHEN 2 THEN 'zeta' ELSE 'ünïcode' END,

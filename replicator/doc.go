@@ -18,7 +18,14 @@
 //     applying each source transaction on each target it touches in one
 //     transaction that also advances the target's replication origin, so
 //     a restart neither skips nor re-applies; the slot is confirmed only
-//     up to what every target has durably applied.
+//     up to what every target has durably applied; StopAt stops it exactly
+//     at a source LSN;
+//   - VDiff (Differ): compares a table on the sources with the targets at a
+//     consistent point (OpenDiffSnapshot, Stream.StopAt, BeginDiffRead),
+//     chunk by chunk on counts and md5 sums per owning target, row by row
+//     only where a chunk differs; its report (DiffReport) names every
+//     missing, extra, changed and wrong-shard key and is also the state a
+//     stopped diff resumes from.
 //
 // Routing keys come from topo and topo/shardfunc, never from a hash of this
 // package's own: a row lands on the shard a router would send its queries

@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 // testPostgres returns the shared instance, starting it on first use.
-func testPostgres(t *testing.T) *pgmanager.Instance {
+func testPostgres(t testing.TB) *pgmanager.Instance {
 	t.Helper()
 	pgOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -86,14 +86,14 @@ func freePort() int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // createDatabase makes a fresh database and returns its connection string.
-func createDatabase(t *testing.T, name string) string {
+func createDatabase(t testing.TB, name string) string {
 	t.Helper()
 	inst := testPostgres(t)
 	ctx := testCtx(t)
@@ -109,7 +109,7 @@ func createDatabase(t *testing.T, name string) string {
 }
 
 // connect opens a connection closed at the end of the test.
-func connect(t *testing.T, connString string) *pgx.Conn {
+func connect(t testing.TB, connString string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(testCtx(t), connString)
 	if err != nil {
@@ -119,7 +119,7 @@ func connect(t *testing.T, connString string) *pgx.Conn {
 	return conn
 }
 
-func mustExec(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
+func mustExec(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
 	t.Helper()
 	if _, err := conn.Exec(testCtx(t), sql, args...); err != nil {
 		t.Fatalf("%s: %v", firstLine(sql), err)

@@ -50,8 +50,11 @@ type Stream struct {
 	Publication      string // a publication of exactly Tables, made before the slot
 	Tables           []StreamTable
 	Targets          []Target // each Conn used by this stream alone
-	// StopAt, when set, makes Run return nil once every change up to this
-	// source LSN is applied: for catching up before a cutover, and tests.
+	// StopAt, when set, makes Run return nil once it has applied exactly
+	// the source transactions whose commit record precedes this LSN, and
+	// none at or after it: the targets then hold what a snapshot exported
+	// at StopAt (a slot's consistent point) holds. For VDiff's consistent
+	// point, for catching up before a cutover, and tests.
 	StopAt pglogrepl.LSN
 	// StatusInterval is how often the applied position is reported;
 	// zero means DefaultStatusInterval.
@@ -155,7 +158,7 @@ func (s *Stream) Run(ctx context.Context) error {
 	}
 	nextStatus := time.Now()
 	for {
-		if s.StopAt != 0 && d.applied >= s.StopAt {
+		if s.StopAt != 0 && (d.applied >= s.StopAt || d.reachedStop) {
 			return s.sendStatus(ctx, conn, d.applied, false)
 		}
 		if !time.Now().Before(nextStatus) {
@@ -233,6 +236,9 @@ type decoder struct {
 	inTx      bool
 	commitLSN pglogrepl.LSN // of the open transaction
 	applied   pglogrepl.LSN // everything up to here is applied on every target
+	// reachedStop: a transaction committing at or after Stream.StopAt
+	// began; it and what follows are left for the next Run.
+	reachedStop bool
 }
 
 func (d *decoder) copyData(ctx context.Context, conn *pgconn.PgConn, data []byte) error {
@@ -278,6 +284,12 @@ func (d *decoder) message(ctx context.Context, walData []byte) error {
 		}
 		d.relations[m.RelationID] = rel
 	case *pglogrepl.BeginMessage:
+		if d.s.StopAt != 0 && m.FinalLSN >= d.s.StopAt {
+			// A snapshot exported at StopAt does not hold this
+			// transaction; everything before it is applied.
+			d.reachedStop = true
+			return nil
+		}
 		d.inTx, d.commitLSN = true, m.FinalLSN
 		for i := range d.pending {
 			d.pending[i] = d.pending[i][:0]
