@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// retryable reports whether a client may run a failed write again: the
+// connection failure class (whether the write committed is unknown, as
+// after any lost connection), the router's own "primary is changing"
+// (57P03) or the server shutting down (57P01).
+func retryable(code string) bool {
+	return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P03"
+}
+
+// TestHungPrimary: every process of the primary's Postgres is stopped
+// (SIGSTOP) while its sidecar stays up, under 4 writers through the
+// router. The admin fails it over; the statements left waiting on the
+// hung primary end with a connection failure as soon as the new primary
+// is published, and writes succeed again within 5 s of the hang. No
+// acknowledged write is lost, and the old primary, woken, rejoins.
+func TestHungPrimary(t *testing.T) {
+	startWorker(t, "e2e-hung", true)
+	before := settled(t)
+	addr := cluster.Info().Router
+	ensureTable(t, addr)
+	w := startWriters(t, "hung", addr, 4, 5_000_000)
+	time.Sleep(2 * time.Second)
+
+	const hangFor = 15 * time.Second
+	hungAt := time.Now()
+	w.disturb(hungAt)
+	resume, err := cluster.Hang(before.Primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	wake := func() {
+		if !resumed {
+			resumed = true
+			if err := resume(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(wake)
+	var published time.Time
+	eventually(t, 30*time.Second, "a new primary is published", func() error {
+		if st := shardState(t); st.Primary == before.Primary {
+			return fmt.Errorf("primary still %s", st.Primary)
+		}
+		published = time.Now()
+		return nil
+	})
+	eventually(t, 20*time.Second, "every writer has a write acknowledged after the publication", func() error {
+		if !w.ackedAfter(published) {
+			return fmt.Errorf("%v", w)
+		}
+		return nil
+	})
+	writable := time.Now()
+	// Writers keep going on the new primary while the old one stays
+	// hung: a statement still waiting on it would show as a gap.
+	time.Sleep(time.Until(hungAt.Add(hangFor)))
+	w.finish()
+	wake()
+	after := shardState(t)
+	t.Logf("primary %s hung (SIGSTOP) for %v under 4 writers (sync durability, 2 replicas); %s published %v after the hang began; every writer acknowledged again by %v",
+		before.Primary, hangFor, after.Primary, published.Sub(hungAt).Round(time.Millisecond), writable.Sub(hungAt).Round(time.Millisecond))
+	t.Logf("%v", w)
+	if gap := w.longestGap(); gap > 5*time.Second {
+		t.Errorf("a writer went %v without an acknowledged write (want under 5 s)", gap.Round(time.Millisecond))
+	}
+	w.mu.Lock()
+	for code, n := range w.codes {
+		if !retryable(code) {
+			t.Errorf("%d writes failed with SQLSTATE %q, which does not tell the client to retry", n, code)
+		}
+	}
+	w.mu.Unlock()
+	checkAcknowledgedPresent(t, addr, w)
+	awaitRejoined(t, before.Primary, 90*time.Second)
+	settled(t)
+}
