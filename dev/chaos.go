@@ -127,3 +127,22 @@ func childrenOf(pid int) []int {
 	}
 	return out
 }
+
+// KillPostgres sends SIGKILL to an instance's postmaster alone, as a
+// crash of Postgres (not of its host) would: pgmanager restarts it in
+// place and the sidecar stays.
+func (c *Cluster) KillPostgres(instanceID string) error {
+	in, _, err := c.instance(instanceID)
+	if err != nil {
+		return err
+	}
+	pid := in.pg.PID()
+	if pid == 0 {
+		return fmt.Errorf("instance %s is not running", instanceID)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing postgres of %s: %w", instanceID, err)
+	}
+	c.log.Info("postgres killed on purpose", "instance", instanceID, "pid", pid)
+	return nil
+}

@@ -84,3 +84,49 @@ func TestHungPrimary(t *testing.T) {
 	awaitRejoined(t, before.Primary, 90*time.Second)
 	settled(t)
 }
+
+// TestPrimaryRestartedInPlace: kill -9 of the primary's postmaster alone
+// (its sidecar stays) under 4 writers through the router: pgmanager
+// restarts it in place, no failover follows, and writes, which under
+// sync durability also wait for a replica to reconnect, are back within
+// 2 s. No acknowledged write is lost.
+func TestPrimaryRestartedInPlace(t *testing.T) {
+	startWorker(t, "e2e-restart", true)
+	before := settled(t)
+	addr := cluster.Info().Router
+	ensureTable(t, addr)
+	w := startWriters(t, "restart", addr, 4, 6_000_000)
+	time.Sleep(2 * time.Second)
+
+	killed := time.Now()
+	w.disturb(killed)
+	if err := cluster.KillPostgres(before.Primary); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the writers fail or wait meanwhile
+	eventually(t, 30*time.Second, "every writer has a write acknowledged after the kill", func() error {
+		if !w.ackedAfter(killed.Add(time.Second)) {
+			return fmt.Errorf("%v", w)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	w.finish()
+	after := shardState(t)
+	t.Logf("postmaster of primary %s killed (sync durability, 2 replicas, 4 writers): %v", before.Primary, w)
+	if after.Primary != before.Primary || after.Term != before.Term {
+		t.Errorf("the shard failed over (%+v -> %+v): a Postgres restarted in place should not be", before, after)
+	}
+	if gap := w.longestGap(); gap > 2*time.Second {
+		t.Errorf("a writer went %v without an acknowledged write (want under 2 s)", gap.Round(time.Millisecond))
+	}
+	w.mu.Lock()
+	for code, n := range w.codes {
+		if !retryable(code) {
+			t.Errorf("%d writes failed with SQLSTATE %q, which does not tell the client to retry", n, code)
+		}
+	}
+	w.mu.Unlock()
+	checkAcknowledgedPresent(t, addr, w)
+	settled(t)
+}
