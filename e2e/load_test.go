@@ -23,7 +23,7 @@ type writers struct {
 	mu      sync.Mutex
 	acked   []int64
 	errs    []string
-	codes   map[string]int // SQLSTATE ("" for none: a client-side failure) -> count
+	codes   map[string]int    // SQLSTATE ("" for none: a client-side failure) -> count
 	lastAck map[int]time.Time // per writer
 	maxGap  time.Duration     // longest stretch without an ack, over writers
 	since   time.Time         // when the disturbance began (set by the test)
