@@ -89,7 +89,7 @@ func TestHungPrimary(t *testing.T) {
 // (its sidecar stays) under 4 writers through the router: pgmanager
 // restarts it in place, no failover follows, and writes, which under
 // sync durability also wait for a replica to reconnect, are back within
-// 2 s. No acknowledged write is lost.
+// 2 s (asserted: 3 s). No acknowledged write is lost.
 func TestPrimaryRestartedInPlace(t *testing.T) {
 	startWorker(t, "e2e-restart", true)
 	before := settled(t)
@@ -117,8 +117,11 @@ func TestPrimaryRestartedInPlace(t *testing.T) {
 	if after.Primary != before.Primary || after.Term != before.Term {
 		t.Errorf("the shard failed over (%+v -> %+v): a Postgres restarted in place should not be", before, after)
 	}
-	if gap := w.longestGap(); gap > 2*time.Second {
-		t.Errorf("a writer went %v without an acknowledged write (want under 2 s)", gap.Round(time.Millisecond))
+	// The goal is 2 s (1.42 s measured); the bound leaves room for a
+	// slower machine and still fails the 5 s a replica waited before
+	// retrying its primary.
+	if gap := w.longestGap(); gap > 3*time.Second {
+		t.Errorf("a writer went %v without an acknowledged write (want under 2 s, at most 3)", gap.Round(time.Millisecond))
 	}
 	w.mu.Lock()
 	for code, n := range w.codes {
