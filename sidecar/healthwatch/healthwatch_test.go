@@ -56,7 +56,7 @@ type recorder struct {
 }
 
 func (r *recorder) Status(h *pb.HealthStatus, _ *sidecar.Client) { r.statuses <- h }
-func (r *recorder) Lost(err error)                              { r.lost <- err }
+func (r *recorder) Lost(err error)                               { r.lost <- err }
 
 func waitStatus(t *testing.T, r *recorder, what string, want func(*pb.HealthStatus) bool) {
 	t.Helper()
