@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tesseradb/tessera/sidecar"
+	"github.com/tesseradb/tessera/sidecar/healthwatch"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 	"github.com/tesseradb/tessera/topo/store"
 )
@@ -149,71 +150,38 @@ func (m *monitor) follow(ctx context.Context, w *watched) {
 	go func() { defer m.wg.Done(); m.pollStatus(wctx, id) }()
 }
 
-// followHealth keeps a Health stream open to the sidecar at addr. Each
-// attempt dials afresh: a gRPC connection that failed backs off for up to
-// two minutes before trying again, far too long to notice a sidecar
-// coming back.
+// followHealth follows the sidecar at addr's Health stream
+// (healthwatch: a fresh connection per attempt, staleness, bounded
+// retry) until ctx ends.
 func (m *monitor) followHealth(ctx context.Context, id, addr string) {
-	const minDelay, maxDelay = 50 * time.Millisecond, time.Second
-	delay := minDelay
-	for ctx.Err() == nil {
-		if m.stream(ctx, id, addr) {
-			delay = minDelay
+	healthwatch.Follow(ctx, healthwatch.Config{Addr: addr, Dial: m.dial, StaleAfter: m.staleAfter}, healthFollower{m, id, ctx})
+}
+
+// healthFollower records what one instance's Health stream says.
+type healthFollower struct {
+	m   *monitor
+	id  string
+	ctx context.Context // ends when the monitor stops following id at this address
+}
+
+func (f healthFollower) Status(h *pb.HealthStatus, c *sidecar.Client) {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if w := f.m.instances[f.id]; w != nil && f.ctx.Err() == nil {
+		w.client = c
+		if h.Role != "" {
+			w.role = h.Role
 		}
-		m.mu.Lock()
-		if w := m.instances[id]; w != nil && ctx.Err() == nil {
-			m.setHealth(w, false, w.serving, time.Now())
-		}
-		m.mu.Unlock()
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, maxDelay)
+		f.m.setHealth(w, true, h.Serving, time.Now())
 	}
 }
 
-// stream follows one Health stream until it breaks, goes stale or ctx
-// ends, and reports whether it delivered anything.
-func (m *monitor) stream(ctx context.Context, id, addr string) (delivered bool) {
-	c, err := sidecar.Dial(addr, m.dial)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// A sidecar sends at least one message every heartbeat; silence
-	// longer than staleAfter means a hung process or a lost network.
-	stale := time.AfterFunc(m.staleAfter, cancel)
-	defer stale.Stop()
-	hs, err := c.Health(sctx, &pb.HealthRequest{})
-	if err != nil {
-		return false
-	}
-	defer func() {
-		m.mu.Lock()
-		if w := m.instances[id]; w != nil && w.client == c {
-			w.client = nil
-		}
-		m.mu.Unlock()
-	}()
-	for {
-		h, err := hs.Recv()
-		if err != nil {
-			return delivered
-		}
-		stale.Reset(m.staleAfter)
-		delivered = true
-		m.mu.Lock()
-		if w := m.instances[id]; w != nil && sctx.Err() == nil {
-			w.client = c
-			if h.Role != "" {
-				w.role = h.Role
-			}
-			m.setHealth(w, true, h.Serving, time.Now())
-		}
-		m.mu.Unlock()
+func (f healthFollower) Lost(error) {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if w := f.m.instances[f.id]; w != nil && f.ctx.Err() == nil {
+		w.client = nil
+		f.m.setHealth(w, false, w.serving, time.Now())
 	}
 }
 

@@ -1,9 +1,14 @@
 package dev
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -63,4 +68,81 @@ func (c *Cluster) instance(id string) (*instance, string, error) {
 		}
 	}
 	return nil, "", errors.New("no instance " + id)
+}
+
+// Hang simulates a primary that stops answering while its host and
+// sidecar stay up (a stalled disk, a stopped VM's guest, a runaway
+// kernel): every process of the instance's Postgres gets SIGSTOP.
+// resume sends them SIGCONT.
+func (c *Cluster) Hang(instanceID string) (resume func() error, err error) {
+	in, _, err := c.instance(instanceID)
+	if err != nil {
+		return nil, err
+	}
+	pid := in.pg.PID()
+	if pid == 0 {
+		return nil, fmt.Errorf("instance %s is not running", instanceID)
+	}
+	pids := append([]int{pid}, childrenOf(pid)...)
+	signal := func(sig syscall.Signal) error {
+		var first error
+		for _, p := range pids {
+			if err := syscall.Kill(p, sig); err != nil && first == nil && err != syscall.ESRCH {
+				first = fmt.Errorf("signalling postgres process %d of %s: %w", p, instanceID, err)
+			}
+		}
+		return first
+	}
+	if err := signal(syscall.SIGSTOP); err != nil {
+		signal(syscall.SIGCONT)
+		return nil, err
+	}
+	c.log.Info("instance hung on purpose", "instance", instanceID, "processes", len(pids))
+	return func() error { return signal(syscall.SIGCONT) }, nil
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so parse
+		// after its closing parenthesis.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// KillPostgres sends SIGKILL to an instance's postmaster alone, as a
+// crash of Postgres (not of its host) would: pgmanager restarts it in
+// place and the sidecar stays.
+func (c *Cluster) KillPostgres(instanceID string) error {
+	in, _, err := c.instance(instanceID)
+	if err != nil {
+		return err
+	}
+	pid := in.pg.PID()
+	if pid == 0 {
+		return fmt.Errorf("instance %s is not running", instanceID)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing postgres of %s: %w", instanceID, err)
+	}
+	c.log.Info("postgres killed on purpose", "instance", instanceID, "pid", pid)
+	return nil
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // writers insert rows through a router as fast as they can and keep what
@@ -21,6 +23,7 @@ type writers struct {
 	mu      sync.Mutex
 	acked   []int64
 	errs    []string
+	codes   map[string]int    // SQLSTATE ("" for none: a client-side failure) -> count
 	lastAck map[int]time.Time // per writer
 	maxGap  time.Duration     // longest stretch without an ack, over writers
 	since   time.Time         // when the disturbance began (set by the test)
@@ -40,7 +43,7 @@ func ensureTable(t *testing.T, addr string) {
 // base so that several groups never collide.
 func startWriters(t *testing.T, name, addr string, n int, base int64) *writers {
 	t.Helper()
-	w := &writers{name: name, lastAck: map[int]time.Time{}, stop: make(chan struct{})}
+	w := &writers{name: name, lastAck: map[int]time.Time{}, codes: map[string]int{}, stop: make(chan struct{})}
 	w.next.Store(base)
 	for i := range n {
 		conn := routerConn(t, addr)
@@ -71,6 +74,12 @@ func (w *writers) loop(i int, conn *pgx.Conn) {
 		w.mu.Lock()
 		if err != nil {
 			w.errs = append(w.errs, fmt.Sprintf("%s (at %v)", err, now.Sub(w.since).Round(time.Millisecond)))
+			var pe *pgconn.PgError
+			code := ""
+			if errors.As(err, &pe) {
+				code = pe.Code
+			}
+			w.codes[code]++
 			w.mu.Unlock()
 			time.Sleep(20 * time.Millisecond) // a client would back off a little
 			continue
@@ -124,7 +133,7 @@ func (w *writers) String() string {
 	defer w.mu.Unlock()
 	s := fmt.Sprintf("%s: %d acknowledged, %d errors, longest gap %v", w.name, len(w.acked), len(w.errs), w.maxGap.Round(time.Millisecond))
 	if len(w.errs) > 0 {
-		s += fmt.Sprintf("; first error: %s; last: %s", w.errs[0], w.errs[len(w.errs)-1])
+		s += fmt.Sprintf("; SQLSTATEs %v; first error: %s; last: %s", w.codes, w.errs[0], w.errs[len(w.errs)-1])
 	}
 	return s
 }

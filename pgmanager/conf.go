@@ -40,25 +40,30 @@ const (
 //     primary, can catch up by streaming even before its slot existed.
 //   - no wal_log_hints: data checksums (initdb --data-checksums) already
 //     give pg_rewind the hint-bit WAL it needs.
+//   - wal_retrieve_retry_interval=250ms: a replica whose primary went
+//     away (a crash restarted in place, a switchover's restart) tries to
+//     reconnect this often, not every 5 s: under sync durability the
+//     primary's commits wait for it.
 //   - logging_collector off: stderr goes to Dir/postgres.log, which
 //     pgmanager opens, so a failed start can quote it.
 func defaultSettings() map[string]string {
 	return map[string]string{
-		"wal_level":                  "logical",
-		"max_wal_senders":            "16",
-		"max_replication_slots":      "16",
-		"hot_standby":                "on",
-		"hot_standby_feedback":       "on",
-		"max_prepared_transactions":  "64",
-		"max_connections":            "200",
-		"shared_buffers":             "128MB",
-		"work_mem":                   "4MB",
-		"maintenance_work_mem":       "64MB",
-		"effective_cache_size":       "512MB",
-		"wal_keep_size":              "256MB",
-		"max_wal_size":               "1GB",
-		"password_encryption":        "scram-sha-256",
-		"dynamic_shared_memory_type": "posix",
+		"wal_level":                   "logical",
+		"max_wal_senders":             "16",
+		"max_replication_slots":       "16",
+		"hot_standby":                 "on",
+		"hot_standby_feedback":        "on",
+		"max_prepared_transactions":   "64",
+		"max_connections":             "200",
+		"shared_buffers":              "128MB",
+		"work_mem":                    "4MB",
+		"maintenance_work_mem":        "64MB",
+		"effective_cache_size":        "512MB",
+		"wal_keep_size":               "256MB",
+		"max_wal_size":                "1GB",
+		"wal_retrieve_retry_interval": "250ms",
+		"password_encryption":         "scram-sha-256",
+		"dynamic_shared_memory_type":  "posix",
 	}
 }
 

@@ -221,3 +221,21 @@ func TestStopEscalates(t *testing.T) {
 		t.Fatalf("after recovery: %s", got)
 	}
 }
+
+// TestCrashBackoff: the first crash in a minute is restarted at once
+// (clients wait on it); a crash loop backs off up to 10 s.
+func TestCrashBackoff(t *testing.T) {
+	var i Instance
+	var got []time.Duration
+	for range 7 {
+		got = append(got, i.nextBackoffLocked())
+	}
+	want := []time.Duration{0, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restart delays %v, want %v", got, want)
+	}
+	i.lastCrash = time.Now().Add(-2 * time.Minute)
+	if d := i.nextBackoffLocked(); d != 0 {
+		t.Fatalf("a crash a minute after the last one waits %v, want 0", d)
+	}
+}

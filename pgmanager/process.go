@@ -157,14 +157,19 @@ func (i *Instance) supervise(p *process, err error) {
 	}
 }
 
-// nextBackoffLocked doubles the restart delay from 1s up to 10s; a crash a
-// minute or more after the previous one starts again at 1s.
+// nextBackoffLocked is the delay before a crash restart: none for the
+// first crash in a minute, then 1s, doubling up to 10s. The first restart
+// is immediate because clients wait on it: a primary restarted in place
+// takes no writes meanwhile, and under sync durability no commit either
+// until a replica has reconnected. A crash loop still backs off.
 func (i *Instance) nextBackoffLocked() time.Duration {
 	now := time.Now()
-	if now.Sub(i.lastCrash) > time.Minute {
-		i.backoff = 0
-	}
+	first := now.Sub(i.lastCrash) > time.Minute
 	i.lastCrash = now
+	if first {
+		i.backoff = 0
+		return 0
+	}
 	i.backoff = min(max(2*i.backoff, time.Second), 10*time.Second)
 	return i.backoff
 }

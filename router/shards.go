@@ -10,6 +10,7 @@ import (
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/sidecar"
+	"github.com/tesseradb/tessera/sidecar/healthwatch"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 	"github.com/tesseradb/tessera/topo/store"
 )
@@ -144,7 +145,7 @@ func (s *shards) update(ctx context.Context, recs []store.Record) {
 		in := &instance{rec: rec, client: client}
 		hctx, stop := context.WithCancel(ctx)
 		in.stop = stop
-		go in.watchHealth(hctx, s.bump)
+		go in.watchHealth(hctx, s.dialOptions(), s.bump)
 		s.instances[rec.InstanceID] = in
 	}
 	for id, in := range s.instances {
@@ -163,29 +164,31 @@ func (in *instance) close() {
 	in.client.Close()
 }
 
-// watchHealth keeps in.health current from the sidecar's health stream,
-// calling changed when serving or writability flips. While the stream is
-// broken the instance counts as unhealthy.
-func (in *instance) watchHealth(ctx context.Context, changed func()) {
-	for ctx.Err() == nil {
-		stream, err := in.client.Health(ctx, &pb.HealthRequest{})
-		for err == nil {
-			var h *pb.HealthStatus
-			if h, err = stream.Recv(); err == nil {
-				in.healthAt.Store(time.Now().UnixMilli())
-				prev := in.health.Swap(h)
-				if prev == nil || prev.Serving != h.Serving || prev.Writable != h.Writable || prev.DiskLow != h.DiskLow {
-					changed()
-				}
-			}
-		}
-		if prev := in.health.Swap(&pb.HealthStatus{Error: "health stream: " + err.Error()}); prev == nil || prev.Serving {
-			changed()
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
+// watchHealth keeps in.health current from the sidecar's health stream
+// (healthwatch: staleness, a fresh connection per attempt), calling
+// changed when serving or writability flips. While the stream is broken
+// or silent the instance counts as unhealthy.
+func (in *instance) watchHealth(ctx context.Context, dial sidecar.DialOptions, changed func()) {
+	healthwatch.Follow(ctx, healthwatch.Config{Addr: in.rec.GRPCAddr, Dial: dial}, healthFollower{in, changed})
+}
+
+// healthFollower records what an instance's Health stream says.
+type healthFollower struct {
+	in      *instance
+	changed func()
+}
+
+func (f healthFollower) Status(h *pb.HealthStatus, _ *sidecar.Client) {
+	f.in.healthAt.Store(time.Now().UnixMilli())
+	prev := f.in.health.Swap(h)
+	if prev == nil || prev.Serving != h.Serving || prev.Writable != h.Writable || prev.DiskLow != h.DiskLow {
+		f.changed()
+	}
+}
+
+func (f healthFollower) Lost(err error) {
+	if prev := f.in.health.Swap(&pb.HealthStatus{Error: "health stream: " + err.Error()}); prev == nil || prev.Serving {
+		f.changed()
 	}
 }
 

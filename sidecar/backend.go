@@ -51,6 +51,12 @@ type backend struct {
 	// and closes when it comes back to the pool.
 	retired atomic.Bool
 	broken  bool
+	// abandoned: the instance stopped being its shard's primary and the
+	// pool closed this connection from outside (depose.go), without
+	// waiting on a Postgres that may be hung. Another goroutine sets it.
+	abandoned atomic.Bool
+	// owner is the pool that tracks the connection while it is open.
+	owner *pool
 
 	// inflight counts the batches pipelined on the connection while it
 	// is shared (pipeline.go), under the pool's mutex; pipe orders them.
@@ -118,9 +124,23 @@ func (b *backend) close() {
 	b.closeConn()
 }
 
+// abandon closes the connection from another goroutine than its user's,
+// which meets a failed read or write and ends its batch (lost).
+func (b *backend) abandon() {
+	b.abandoned.Store(true)
+	b.conn.Close()
+}
+
 // closeConn ends the connection without marking the backend: a shared
 // one is marked under its pipe's mutex (pipeline.go).
 func (b *backend) closeConn() {
+	if b.owner != nil {
+		b.owner.forget(b)
+	}
+	if b.abandoned.Load() {
+		// Closed already; Postgres may not be reading.
+		return
+	}
 	// Terminate tells Postgres to end the backend at once rather than
 	// noticing the closed socket later.
 	b.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
@@ -206,7 +226,12 @@ func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bo
 			chunk = chunk[:0]
 		}
 	}
-	if resendable && isSendError(err) && stripped == 0 && len(chunk) == 0 {
+	notSent := isSendError(err) && stripped == 0 && len(chunk) == 0
+	if b.abandoned.Load() {
+		// Not sent again on this instance: its Postgres may be hung.
+		return b.deposed(chunk, notSent), stripped, nil
+	}
+	if resendable && notSent {
 		b.close()
 		return answerEnd{chunk: buf[:0]}, 0, errNotSent
 	}
@@ -226,6 +251,32 @@ func (b *backend) lost(chunk []byte, cause error) answerEnd {
 	chunk = appendErrorResponse(chunk, "ERROR", "08006", "lost the connection to postgres: "+cause.Error())
 	b.txStatus = 'I'
 	return answerEnd{pgwire.AppendReadyForQuery(chunk, 'I'), 'I', false}
+}
+
+// deposed ends the answer of a batch whose connection the pool abandoned
+// because the instance stopped being its shard's primary. A batch that
+// provably never reached Postgres gets 08001, which tells a router it may
+// run it on the new primary; one that did gets 08006: whether it
+// committed on the old primary is unknown, as after any lost connection.
+func (b *backend) deposed(chunk []byte, notSent bool) answerEnd {
+	b.close()
+	b.txStatus = 'I'
+	chunk = appendErrorResponse(chunk, "ERROR", errDeposedCode(notSent), errDeposedText(notSent))
+	return answerEnd{pgwire.AppendReadyForQuery(chunk, 'I'), 'I', false}
+}
+
+func errDeposedCode(notSent bool) string {
+	if notSent {
+		return "08001"
+	}
+	return "08006"
+}
+
+func errDeposedText(notSent bool) string {
+	if notSent {
+		return "the instance stopped being its shard's primary before the statement was sent; it did not run"
+	}
+	return "the instance stopped being its shard's primary while the statement ran; its connection was closed and whether it committed is unknown"
 }
 
 // simple runs internal SQL (settings, reset) and discards its answer,

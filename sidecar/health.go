@@ -13,9 +13,10 @@ import (
 // health holds the latest observation and the Health streams subscribed
 // to it. The monitor goroutine (Server.monitor) is the only writer.
 type health struct {
-	mu      sync.Mutex
-	current *pb.HealthStatus
-	subs    map[chan *pb.HealthStatus]struct{}
+	mu          sync.Mutex
+	current     *pb.HealthStatus
+	publishedAt time.Time // when current was published, by this clock
+	subs        map[chan *pb.HealthStatus]struct{}
 }
 
 // subscribe returns a channel that always holds the newest status: a slow
@@ -41,7 +42,7 @@ func (h *health) subscribe() (chan *pb.HealthStatus, func()) {
 func (h *health) publish(st *pb.HealthStatus) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.current = st
+	h.current, h.publishedAt = st, time.Now()
 	for ch := range h.subs {
 		select {
 		case <-ch:
@@ -54,6 +55,17 @@ func (h *health) publish(st *pb.HealthStatus) {
 func (h *health) latest() *pb.HealthStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.current
+}
+
+// recentFailure returns the latest observation if it found Postgres not
+// answering and was published within the last within.
+func (h *health) recentFailure(within time.Duration) *pb.HealthStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.current == nil || h.current.Error == "" || time.Since(h.publishedAt) > within {
+		return nil
+	}
 	return h.current
 }
 
@@ -107,7 +119,7 @@ func (s *Server) observe(ctx context.Context) *pb.HealthStatus {
 		st.DiskFreeBytes = fs.Bavail * uint64(fs.Bsize)
 		st.DiskLow = st.DiskFreeBytes < s.cfg.LowDiskBytes
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.HealthInterval+time.Second)
+	ctx, cancel := context.WithTimeout(ctx, s.observeTimeout())
 	defer cancel()
 	ps, err := s.cfg.Manager.Status(ctx)
 	if err != nil {
@@ -117,6 +129,10 @@ func (s *Server) observe(ctx context.Context) *pb.HealthStatus {
 	fillHealth(st, ps)
 	return st
 }
+
+// observeTimeout bounds one look at Postgres: longer, and it does not
+// answer.
+func (s *Server) observeTimeout() time.Duration { return s.cfg.HealthInterval + time.Second }
 
 func fillHealth(st *pb.HealthStatus, ps pgmanager.Status) {
 	st.Serving = ps.Running

@@ -11,6 +11,14 @@ import (
 
 // Status implements the Status RPC.
 func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.InstanceStatus, error) {
+	// A Postgres that did not answer the health monitor moments ago (a
+	// hung primary) is not waited on again: a failover inspecting the
+	// shard would spend the whole observe timeout here. The monitor keeps
+	// looking with the full timeout, so a slow Postgres is not cut short,
+	// and the operations' answers look afresh (instanceStatus).
+	if h := s.health.recentFailure(2 * s.observeTimeout()); h != nil {
+		return &pb.InstanceStatus{Health: h, PostgresAddr: s.cfg.PostgresAddr}, nil
+	}
 	return s.instanceStatus(ctx)
 }
 

@@ -185,7 +185,7 @@ func (p *pool) share() *backend {
 	for _, b := range p.shared {
 		// One past its lifetime drains and goes back to the pool, which
 		// closes it.
-		if b.inflight >= maxPipelineDepth || now-b.pipe.headSince.Load() > int64(p.cfg.PipelineSlowStatement) || !wall.Before(b.expires) || b.retired.Load() {
+		if b.inflight >= maxPipelineDepth || now-b.pipe.headSince.Load() > int64(p.cfg.PipelineSlowStatement) || !wall.Before(b.expires) || b.retired.Load() || b.abandoned.Load() {
 			continue
 		}
 		if best == nil || b.inflight < best.inflight {
@@ -480,6 +480,9 @@ func (sess *session) readShared(b *backend, injected []string) (answer []byte, r
 	pp.mu.Lock()
 	broken := pp.broken
 	pp.mu.Unlock()
+	if b.abandoned.Load() {
+		return sess.deposedShared(b, sess.buf[:0]), false
+	}
 	if broken {
 		return nil, true
 	}
@@ -497,6 +500,10 @@ func (sess *session) readShared(b *backend, injected []string) (answer []byte, r
 		var err error
 		chunk, typ, err = readMessage(b.r, chunk)
 		if err != nil {
+			if b.abandoned.Load() {
+				chunk = sess.deposedShared(b, chunk[:0])
+				return chunk, false
+			}
 			sess.breakShared(b)
 			return nil, true
 		}
@@ -561,6 +568,15 @@ func (sess *session) breakShared(b *backend) {
 	b.pipe.broken, b.broken = true, true
 	b.pipe.mu.Unlock()
 	b.closeConn()
+}
+
+// deposedShared answers a pipelined read whose connection the pool
+// abandoned (depose.go) with 08001 rather than running it again here: a
+// read has no side effects, so the router may run it on the new primary.
+func (sess *session) deposedShared(b *backend, dst []byte) []byte {
+	sess.breakShared(b)
+	dst = appendErrorResponse(dst, "ERROR", "08001", errDeposedText(true))
+	return pgwire.AppendReadyForQuery(dst, 'I')
 }
 
 // abandonShared closes a shared connection that a batch left in a state

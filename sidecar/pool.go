@@ -101,10 +101,57 @@ type pool struct {
 	shared  []*backend // connections autocommit batches are pipelined on
 	waiters []chan struct{}
 	closed  bool
+	// conns is every open connection, idle or in use, so that abandon
+	// can close them all; connections join and leave it only when they
+	// are dialled and closed, never per checkout.
+	conns map[*backend]struct{}
+	// epoch counts abandonments; a dial begun before one does not join
+	// the pool after it. dials ends with the current epoch, ending the
+	// dials under way.
+	epoch       uint64
+	dials       context.Context
+	cancelDials context.CancelFunc
 }
 
 func newPool(database, user, connString string, cfg PoolConfig) *pool {
-	return &pool{database: database, user: user, connString: connString, cfg: cfg}
+	dials, cancel := context.WithCancel(context.Background())
+	return &pool{database: database, user: user, connString: connString, cfg: cfg,
+		conns: map[*backend]struct{}{}, dials: dials, cancelDials: cancel}
+}
+
+// dial opens a connection and tracks it. p.open already counts it. A
+// dial that an abandonment overtakes fails with 08001: nothing was sent.
+func (p *pool) dial(ctx context.Context) (*backend, error) {
+	p.mu.Lock()
+	epoch, dials := p.epoch, p.dials
+	p.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(dials, cancel)()
+	b, err := dialBackend(ctx, p.connString, p.lifetime())
+	p.mu.Lock()
+	if err == nil && p.epoch == epoch {
+		b.owner = p
+		p.conns[b] = struct{}{}
+		p.mu.Unlock()
+		return b, nil
+	}
+	abandoned := p.epoch != epoch
+	p.mu.Unlock()
+	if b != nil {
+		b.close()
+	}
+	if abandoned {
+		return nil, pgerr.New("08001", "%s", errDeposedText(true))
+	}
+	return nil, err
+}
+
+// forget stops tracking a connection that closed.
+func (p *pool) forget(b *backend) {
+	p.mu.Lock()
+	delete(p.conns, b)
+	p.mu.Unlock()
 }
 
 // get checks a connection out, dialling one if there is room, or waiting
@@ -142,7 +189,7 @@ func (p *pool) get(ctx context.Context) (*backend, error) {
 		if p.open < p.cfg.Capacity {
 			p.open++
 			p.mu.Unlock()
-			b, err := dialBackend(ctx, p.connString, p.lifetime())
+			b, err := p.dial(ctx)
 			if err != nil {
 				p.mu.Lock()
 				p.open--
@@ -197,7 +244,7 @@ func (p *pool) wakeOne() {
 
 // put returns a connection. A broken or expired one is closed instead.
 func (p *pool) put(b *backend) {
-	keep := !b.broken && b.txStatus == 'I' && time.Now().Before(b.expires) && !b.retired.Load()
+	keep := !b.broken && b.txStatus == 'I' && time.Now().Before(b.expires) && !b.retired.Load() && !b.abandoned.Load()
 	p.mu.Lock()
 	keep = keep && !p.closed
 	if keep {
@@ -243,7 +290,7 @@ func (p *pool) maintain(ctx context.Context) {
 		b.close()
 	}
 	for i := 0; i < missing; i++ {
-		b, err := dialBackend(ctx, p.connString, p.lifetime())
+		b, err := p.dial(ctx)
 		if err != nil {
 			p.mu.Lock()
 			p.open -= missing - i

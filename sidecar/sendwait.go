@@ -78,6 +78,12 @@ func (s *sendThenWait) Read(p []byte) (int, error) {
 	if err != nil && rerr == nil {
 		rerr = err
 	}
+	if s.pending != nil {
+		// The poller gave up (the connection was closed under it)
+		// before the request went out: the peer has none of it.
+		s.pending = nil
+		rerr = &errSend{rerr}
+	}
 	return n, rerr
 }
 

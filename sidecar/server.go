@@ -121,6 +121,10 @@ func (s *Server) Start(ctx context.Context) error {
 	go func() { defer s.wg.Done(); s.monitor(runCtx) }()
 	go func() { defer s.wg.Done(); s.pools.maintain(runCtx, time.Second) }()
 	go func() { defer s.wg.Done(); s.watchPipelines(runCtx) }()
+	if s.cfg.Store != nil {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.followShardState(runCtx) }()
+	}
 	for _, l := range []net.Listener{s.framedLis, s.socketLis} {
 		if l != nil {
 			s.wg.Add(1)

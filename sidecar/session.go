@@ -206,6 +206,11 @@ func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
 			}
 		}
 		err := sess.send(b, req, fromPool && attempt < maxResends)
+		if errors.Is(err, errSettingsNotSent) && b.abandoned.Load() {
+			// Not sent again on a deposed instance (depose.go).
+			sess.release(b)
+			return sess.fail(pgerr.New("08001", "%s", errDeposedText(true)))
+		}
 		if errors.Is(err, errNotSent) || (fromPool && errors.Is(err, errSettingsNotSent) && attempt < maxResends) {
 			// Its idle siblings most likely died with it.
 			sess.release(b)

@@ -118,9 +118,18 @@ func waitForReplay(ctx workflow.Context, shard, instance string, lsn pgmanager.L
 }
 
 func applyDurability(ctx workflow.Context, shard, primary string) (string, error) {
-	var names string
+	return awaitDurability(ctx, startDurability(ctx, shard, primary))
+}
+
+// startDurability starts ApplyDurability; awaitDurability waits for it.
+func startDurability(ctx workflow.Context, shard, primary string) workflow.Future {
 	in := activities.DurabilityInput{Shard: shard, Primary: primary}
-	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.ApplyDurability, in).Get(ctx, &names)
+	return workflow.ExecuteActivity(normal.ctx(ctx), acts.ApplyDurability, in)
+}
+
+func awaitDurability(ctx workflow.Context, f workflow.Future) (string, error) {
+	var names string
+	err := f.Get(ctx, &names)
 	return names, err
 }
 

@@ -74,6 +74,12 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 	switch {
 	case old == "":
 		p.step("shard %s has no known primary", in.Shard)
+	case known && ov.Reachable && !ov.Serving:
+		// Its sidecar answers but its Postgres does not (hung, or down
+		// and restarting): a fence, which is SQL, would only wait out its
+		// timeout. Routers write only to the recorded primary, about to
+		// change, and the sidecar closes its connections once it does.
+		p.step("old primary %s does not answer its sidecar; not fenced", old)
 	case known && ov.Reachable:
 		p.step("fencing old primary %s", old)
 		if _, err := fence(ctx, quick, in.Shard, old); err != nil {
