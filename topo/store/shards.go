@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -170,4 +171,35 @@ func shardStateList(prefix string, kvs []*mvccpb.KeyValue) []ShardState {
 // skipped. etcd failures are retried quietly.
 func (s *Store) WatchShardStates(ctx context.Context) (<-chan []ShardState, error) {
 	return watchList(ctx, s.cli, s.shardPrefix(), "shard states", shardStateList)
+}
+
+// ShardKnown reports whether the cluster has shard: a state is stored for
+// it, a sidecar registered an instance of it, or the stored topology
+// names it. Operations refuse any other name, so that a typo creates no
+// state (which admins would then try to repair).
+func (s *Store) ShardKnown(ctx context.Context, shard string) (bool, error) {
+	st, err := s.GetShardState(ctx, shard)
+	if err != nil {
+		return false, err
+	}
+	if st.Revision != 0 {
+		return true, nil
+	}
+	recs, err := s.ListRecords(ctx, KindSidecar)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range recs {
+		if r.ShardUID == shard {
+			return true, nil
+		}
+	}
+	snap, err := s.GetTopology(ctx)
+	if errors.Is(err, ErrNoTopology) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(snap.Topology.Shards(), shard), nil
 }
