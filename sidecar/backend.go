@@ -318,9 +318,7 @@ func (b *backend) applySettings(settings []setting, key string) error {
 		return nil
 	}
 	var sb strings.Builder
-	// RESET ALL leaves session_authorization as it is: a session that
-	// set it and reset it must not leave it behind on this connection.
-	sb.WriteString("SET SESSION AUTHORIZATION DEFAULT; RESET ALL")
+	sb.WriteString("RESET ALL")
 	for _, s := range settings {
 		fmt.Fprintf(&sb, "; SELECT pg_catalog.set_config(%s, %s, false)", pgwire.QuoteLiteral(s.name), pgwire.QuoteLiteral(s.value))
 	}
