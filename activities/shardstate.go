@@ -62,8 +62,9 @@ type BufferInput struct {
 	For    time.Duration
 }
 
-// SetBuffer sets the shard's buffer signal until now+in.For and returns
-// when it was set, by this worker's clock. Running it again moves Until.
+// SetBuffer sets the shard's buffer signal for in.For (routers measure it
+// by their own clocks from when they see it) and returns when it was set,
+// by this worker's clock. Running it again sets it anew.
 func (a *Activities) SetBuffer(ctx context.Context, in BufferInput) (time.Time, error) {
 	defer heartbeating(ctx)()
 	if in.Shard == "" || in.Reason == "" || in.For <= 0 {
@@ -74,7 +75,7 @@ func (a *Activities) SetBuffer(ctx context.Context, in BufferInput) (time.Time, 
 	}
 	now := time.Now()
 	_, err := a.cfg.Store.UpdateShardState(ctx, in.Shard, func(s *store.ShardState) error {
-		s.Buffer = &store.BufferSignal{Reason: in.Reason, Until: now.Add(in.For)}
+		s.Buffer = &store.BufferSignal{Reason: in.Reason, Until: now.Add(in.For), For: in.For, Set: now}
 		return nil
 	})
 	if err != nil {

@@ -66,13 +66,23 @@ type ShardState struct {
 	Revision int64 `json:"-"`
 }
 
-// BufferSignal asks routers to buffer a shard until Until at the latest.
+// BufferSignal asks routers to buffer a shard for For at most. Workers'
+// and routers' clocks need not agree, so a router measures For from when
+// it saw the signal, by its own clock; Until (the setter's clock) is for
+// people, and for signals written without For.
 type BufferSignal struct {
 	Reason string    `json:"reason"`
 	Until  time.Time `json:"until"`
+	// For is how long routers hold statements, from when each sees it.
+	For time.Duration `json:"for,omitempty"`
+	// Set is when it was set, by the setter's clock: never compared
+	// with another clock, it tells a signal set again from the last.
+	Set time.Time `json:"set,omitzero"`
 }
 
-// Buffering reports whether the state asks routers to buffer at now.
+// Buffering reports whether the state asks to buffer at now by Until,
+// which only a clock that agrees with the setter's may use (routers
+// measure For instead).
 func (s ShardState) Buffering(now time.Time) bool {
 	return s.Buffer != nil && now.Before(s.Buffer.Until)
 }
