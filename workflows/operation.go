@@ -21,6 +21,11 @@ const (
 // It runs before anything else the operation does, so that an admin sees
 // the operation before it touches the shard.
 func beginOperation(ctx workflow.Context, shard, kind string) (end func(), err error) {
+	// Workflows started before operations recorded themselves replay
+	// without these steps.
+	if workflow.GetVersion(ctx, "operation-record", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return func() {}, nil
+	}
 	in := activities.OperationInput{Shard: shard, Kind: kind}
 	if err := workflow.ExecuteActivity(normal.ctx(ctx), acts.BeginOperation, in).Get(ctx, nil); err != nil {
 		return nil, failed(err, "recording the %s of shard %s", kind, shard)
