@@ -14,6 +14,7 @@ import (
 const (
 	invalidParameter  = pgerr.InvalidParameterValue
 	notInState        = pgerr.ObjectNotInPrerequisiteState
+	undefinedObject   = pgerr.UndefinedObject
 	connectionFailure = "08006"
 	// queryCanceled is what a wait that ran out of time reports, as a
 	// statement_timeout would.
@@ -38,8 +39,12 @@ func failure(code, format string, args ...any) error {
 }
 
 // final reports whether a failure with this SQLSTATE would fail again:
-// invalid input, and refused credentials.
+// invalid input, and refused credentials. A code too short to have a
+// class (a sidecar or an error that sent none) is not known to be final.
 func final(code string) bool {
+	if len(code) < 2 {
+		return false
+	}
 	switch code[:2] {
 	case "22", "42", "0A", "28":
 		return true
@@ -56,7 +61,7 @@ func passOn(err error) error {
 	if errors.As(err, &appErr) {
 		return err
 	}
-	code := pgerr.Code(err)
+	code := sqlState(err)
 	if final(code) {
 		return Refuse(code, "%v", err)
 	}
@@ -69,10 +74,19 @@ func passOn(err error) error {
 // retried.
 func sidecarError(op, instance string, err error) error {
 	err = sidecar.ErrorFromStatus(err)
-	code := pgerr.Code(err)
+	code := sqlState(err)
 	msg := fmt.Sprintf("%s %s: %v", op, instance, err)
 	if final(code) {
 		return temporal.NewNonRetryableApplicationError(msg, code, nil)
 	}
 	return temporal.NewApplicationError(msg, code)
+}
+
+// sqlState is err's SQLSTATE; an error that carries an empty one (a
+// sidecar that sent none) gets XX000, so that every failure has one.
+func sqlState(err error) string {
+	if code := pgerr.Code(err); code != "" {
+		return code
+	}
+	return pgerr.InternalError
 }

@@ -100,8 +100,8 @@ func (v ShardView) ReportedPrimaries() []string {
 // the workflow's business.
 func (a *Activities) InspectShard(ctx context.Context, shard string) (ShardView, error) {
 	defer heartbeating(ctx)()
-	if shard == "" {
-		return ShardView{}, Refuse(invalidParameter, "a shard is required")
+	if err := a.requireShard(ctx, shard); err != nil {
+		return ShardView{}, err
 	}
 	st, err := a.cfg.Store.GetShardState(ctx, shard)
 	if err != nil {

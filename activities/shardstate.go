@@ -31,6 +31,9 @@ func (a *Activities) PublishPrimary(ctx context.Context, in PublishInput) (store
 	if in.Shard == "" || in.Primary == "" {
 		return store.ShardState{}, Refuse(invalidParameter, "shard and primary are required")
 	}
+	if err := a.requireShard(ctx, in.Shard); err != nil {
+		return store.ShardState{}, err
+	}
 	st, err := a.cfg.Store.UpdateShardState(ctx, in.Shard, func(s *store.ShardState) error {
 		switch s.Primary {
 		case in.Primary:
@@ -59,16 +62,20 @@ type BufferInput struct {
 	For    time.Duration
 }
 
-// SetBuffer sets the shard's buffer signal until now+in.For and returns
-// when it was set, by this worker's clock. Running it again moves Until.
+// SetBuffer sets the shard's buffer signal for in.For (routers measure it
+// by their own clocks from when they see it) and returns when it was set,
+// by this worker's clock. Running it again sets it anew.
 func (a *Activities) SetBuffer(ctx context.Context, in BufferInput) (time.Time, error) {
 	defer heartbeating(ctx)()
 	if in.Shard == "" || in.Reason == "" || in.For <= 0 {
 		return time.Time{}, Refuse(invalidParameter, "shard, reason and a positive duration are required")
 	}
+	if err := a.requireShard(ctx, in.Shard); err != nil {
+		return time.Time{}, err
+	}
 	now := time.Now()
 	_, err := a.cfg.Store.UpdateShardState(ctx, in.Shard, func(s *store.ShardState) error {
-		s.Buffer = &store.BufferSignal{Reason: in.Reason, Until: now.Add(in.For)}
+		s.Buffer = &store.BufferSignal{Reason: in.Reason, Until: now.Add(in.For), For: in.For, Set: now}
 		return nil
 	})
 	if err != nil {
@@ -107,6 +114,9 @@ func (a *Activities) StoreDurability(ctx context.Context, in PolicyInput) (store
 	if err := in.Policy.Check(); err != nil {
 		return store.ShardState{}, passOn(err)
 	}
+	if err := a.requireShard(ctx, in.Shard); err != nil {
+		return store.ShardState{}, err
+	}
 	st, err := a.cfg.Store.UpdateShardState(ctx, in.Shard, func(s *store.ShardState) error {
 		s.Durability = in.Policy
 		return nil
@@ -115,6 +125,22 @@ func (a *Activities) StoreDurability(ctx context.Context, in PolicyInput) (store
 		return store.ShardState{}, passOn(err)
 	}
 	return st, nil
+}
+
+// requireShard refuses a shard the cluster does not have (42704), before
+// an activity writes its state: a mistyped name must create nothing.
+func (a *Activities) requireShard(ctx context.Context, shard string) error {
+	if shard == "" {
+		return Refuse(invalidParameter, "a shard is required")
+	}
+	known, err := a.cfg.Store.ShardKnown(ctx, shard)
+	if err != nil {
+		return passOn(err)
+	}
+	if !known {
+		return Refuse(undefinedObject, "shard %q does not exist: no instance of it is registered, no state is stored for it and the topology does not name it", shard)
+	}
+	return nil
 }
 
 func (a *Activities) shardState(ctx context.Context, shard string) (store.ShardState, error) {

@@ -17,6 +17,9 @@ func runWorkflow(t *testing.T, name string, in, out any) {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	// The default (3 s of wall time) is shorter than a rewind of real
+	// Postgres on a loaded machine.
+	env.SetTestTimeout(2 * time.Minute)
 	workflows.Register(env, acts)
 	env.ExecuteWorkflow(name, in)
 	if err := env.GetWorkflowError(); err != nil {

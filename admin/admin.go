@@ -15,6 +15,7 @@ import (
 
 	"github.com/tesseradb/tessera/sidecar"
 	"github.com/tesseradb/tessera/topo/store"
+	"github.com/tesseradb/tessera/workflows"
 )
 
 // Starter starts the workflows the leader decides on. Each start must be
@@ -221,9 +222,9 @@ func (a *Admin) release(act Action) {
 // be promoting); rejoins and repairs wait for anything that moves the
 // primary or repoints replicas.
 var conflicts = map[ActionKind][]string{
-	ActFailover: {"switchover"},
-	ActRejoin:   {"switchover", string(ActFailover), string(ActRepair)},
-	ActRepair:   {"switchover", string(ActFailover), string(ActRepair)},
+	ActFailover: {workflows.OpSwitchover},
+	ActRejoin:   {workflows.OpSwitchover, workflows.OpFailover, workflows.OpRepair},
+	ActRepair:   {workflows.OpSwitchover, workflows.OpFailover, workflows.OpRepair},
 }
 
 // start starts one decided workflow, unless a conflicting one runs.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,16 +11,20 @@ import (
 	"github.com/tesseradb/tessera/pgerr"
 )
 
-// opFlags are the flags every operation command shares.
+// opFlags are the flags every operation command shares. The cluster's
+// etcd (clusterFlags) is where the shard is looked up before anything
+// starts.
 type opFlags struct {
 	temporal temporalFlags
+	cluster  clusterFlags
 	shard    string
 	wait     bool
 	asJSON   bool
 }
 
 func (f *opFlags) register(cmd *cobra.Command) {
-	f.temporal.register(cmd, nil)
+	f.cluster.register(cmd)
+	f.temporal.register(cmd, &f.cluster.dataDir)
 	fl := cmd.Flags()
 	fl.StringVar(&f.shard, "shard", "", "the shard (required)")
 	fl.BoolVar(&f.wait, "wait", true, "follow the workflow's steps until it ends and print its result; --wait=false only starts it")
@@ -33,11 +38,34 @@ func (f *opFlags) check() error {
 	return nil
 }
 
+// requireShard refuses a shard the cluster does not have, before a
+// workflow or a schedule is created for it: a typo must change nothing.
+// (The workflows' activities refuse it too, for starts that bypass this
+// command.)
+func (f *opFlags) requireShard(ctx context.Context) error {
+	s, err := f.cluster.dial(ctx)
+	if err != nil {
+		return pgerr.New("08001", "cannot reach the topology service to look shard %s up: %v", f.shard, err)
+	}
+	defer s.Close()
+	known, err := s.ShardKnown(ctx, f.shard)
+	if err != nil {
+		return pgerr.New("08001", "cannot look shard %s up in the topology service: %v", f.shard, err)
+	}
+	if !known {
+		return pgerr.New(pgerr.UndefinedObject, "shard %q does not exist: no instance of it is registered, no state is stored for it and the topology does not name it", f.shard)
+	}
+	return nil
+}
+
 // runOp starts (or joins) an operation's workflow and, with --wait,
 // follows it and prints its result: as JSON with --json, else by human.
 // Progress goes to stderr so that stdout holds only the result.
 func runOp[R any](cmd *cobra.Command, f *opFlags, id, workflow string, input any, human func(io.Writer, R)) error {
 	ctx := cmd.Context()
+	if err := f.requireShard(ctx); err != nil {
+		return err
+	}
 	c, err := f.temporal.dial(ctx)
 	if err != nil {
 		return err

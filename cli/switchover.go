@@ -96,6 +96,9 @@ func scheduleSwitchover(cmd *cobra.Command, f *opFlags, in workflows.SwitchoverI
 		TaskQueue: workflows.TaskQueue,
 	}
 	ctx := cmd.Context()
+	if err := f.requireShard(ctx); err != nil {
+		return err
+	}
 	c, err := f.temporal.dial(ctx)
 	if err != nil {
 		return err

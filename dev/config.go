@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"regexp"
+
+	"github.com/tesseradb/tessera/pgerr"
 )
 
 // TemporalServer is a running embedded Temporal server.
@@ -116,11 +118,23 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Shards < 1 || c.Shards > 64 {
 		errs = append(errs, fmt.Errorf("--shards %d: want 1 to 64", c.Shards))
 	}
-	if c.Replicas < 0 || c.Replicas > 8 {
-		errs = append(errs, fmt.Errorf("--replicas %d: want 0 to 8", c.Replicas))
+	if err := CheckReplicas(c.Replicas); err != nil {
+		errs = append(errs, err)
 	}
 	if c.BasePort < 1024 || c.BasePort > 65000 {
 		errs = append(errs, fmt.Errorf("base port %d out of range", c.BasePort))
 	}
 	return c, errors.Join(errs...)
+}
+
+// MaxReplicas bounds the replicas of a dev shard: each is a Postgres
+// server and a sidecar on this machine.
+const MaxReplicas = 8
+
+// CheckReplicas refuses a replica count a dev shard cannot have.
+func CheckReplicas(n int) error {
+	if n < 0 || n > MaxReplicas {
+		return pgerr.New(pgerr.InvalidParameterValue, "--replicas %d: want 0 to %d", n, MaxReplicas)
+	}
+	return nil
 }

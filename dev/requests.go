@@ -73,6 +73,9 @@ func RequestShard(ctx context.Context, s *store.Store, name string, replicas int
 	if !shardName.MatchString(name) {
 		return ShardInfo{}, fmt.Errorf("shard name %q: use lower-case letters, digits, '-' and '_'", name)
 	}
+	if err := CheckReplicas(replicas); err != nil {
+		return ShardInfo{}, err
+	}
 	cli := s.Client()
 	rkey := resultKey(s.Cluster(), name)
 	if _, err := cli.Delete(ctx, rkey); err != nil {

@@ -262,6 +262,10 @@ func addrFree(addr string) bool {
 // CreateShard adds a shard with a primary and replicas to the running
 // cluster (Reshard needs new shards to move rows to).
 func (c *Cluster) CreateShard(ctx context.Context, uid string, replicas int) (ShardInfo, error) {
+	// Checked here too: a request may come from elsewhere than RequestShard.
+	if err := CheckReplicas(replicas); err != nil {
+		return ShardInfo{}, err
+	}
 	if err := c.startShard(ctx, uid, replicas); err != nil {
 		return ShardInfo{}, err
 	}

@@ -17,7 +17,9 @@ import (
 func tessera(t *testing.T, args ...string) (string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	args = append(args, "--temporal", temporalSrv.FrontendAddr())
+	// The commands look the shard up in etcd before they start anything.
+	args = append(args, "--temporal", temporalSrv.FrontendAddr(),
+		"--etcd", strings.Join(cluster.Info().Etcd, ","), "--cluster", cluster.Info().Cluster)
 	if code := cli.Run(args, &stdout, &stderr, cli.Options{}); code != 0 {
 		t.Fatalf("tessera %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, stdout.String(), stderr.String())
 	}

@@ -16,10 +16,12 @@ import (
 // client sessions, so replication continues and replicas catch up. When
 // Fence returns, no session that could still write remains.
 //
-// Fencing is a guard against the cluster's own clients (only the sidecar
-// connects), not a security boundary: a session can still run SET
-// default_transaction_read_only = off, or BEGIN READ WRITE. Fence is
-// idempotent; the setting survives restarts until Unfence.
+// This alone does not stop a client that wants to write: a session can
+// still run SET default_transaction_read_only = off, or BEGIN READ WRITE.
+// The sidecar is the fence that holds (sidecar/fence.go): it refuses
+// every client batch before it calls Fence, which then ends the sessions
+// already open. Fence is idempotent; the setting survives restarts until
+// Unfence.
 func (i *Instance) Fence(ctx context.Context) error {
 	c, err := i.localConn(ctx)
 	if err != nil {

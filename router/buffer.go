@@ -78,9 +78,10 @@ const (
 
 // buffers holds statements of shards whose primary is changing.
 type buffers struct {
-	cfg    BufferConfig
-	shards *shards
-	now    func() time.Time
+	cfg     BufferConfig
+	shards  *shards
+	now     func() time.Time
+	signals *signalClock // when this router saw each planned signal
 
 	waiting atomic.Int64 // statements waiting now, over all shards
 	live    atomic.Int64 // episodes not yet ended
@@ -97,7 +98,9 @@ type episode struct {
 }
 
 func newBuffers(cfg BufferConfig, sh *shards) *buffers {
-	return &buffers{cfg: cfg, shards: sh, now: time.Now, episodes: map[string]*episode{}}
+	b := &buffers{cfg: cfg, shards: sh, now: time.Now, episodes: map[string]*episode{}}
+	b.signals = newSignalClock(func() time.Time { return b.now() })
+	return b
 }
 
 // errBufferTimeout and friends are what a client gets when buffering
@@ -180,7 +183,7 @@ func (b *buffers) hold(ctx context.Context, shard string, t *ticket) error {
 // the shard's episode when its primary is back or it lasted too long.
 func (b *buffers) mustWait(shard string) (bool, *episode) {
 	now := b.now()
-	if st, ok := b.shards.state(shard); ok && st.Buffering(now) {
+	if st, ok := b.shards.state(shard); ok && b.signals.buffering(st, now) {
 		return true, nil
 	}
 	b.mu.Lock()

@@ -95,6 +95,9 @@ func (s *Server) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	if s.buffers != nil {
+		go s.buffers.signals.followSignals(runCtx, s.shards)
+	}
 	select {
 	case <-s.shards.ready:
 	case <-ctx.Done():

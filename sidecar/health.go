@@ -121,12 +121,16 @@ func (s *Server) observe(ctx context.Context) *pb.HealthStatus {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.observeTimeout())
 	defer cancel()
+	gen := s.fence.generation()
 	ps, err := s.cfg.Manager.Status(ctx)
 	if err != nil {
 		st.Error = err.Error()
 		return st
 	}
-	fillHealth(st, ps)
+	if ps.Running {
+		s.fence.observed(gen, ps.Fenced)
+	}
+	fillHealth(st, ps, s.fence.closed.Load())
 	return st
 }
 
@@ -134,13 +138,15 @@ func (s *Server) observe(ctx context.Context) *pb.HealthStatus {
 // answer.
 func (s *Server) observeTimeout() time.Duration { return s.cfg.HealthInterval + time.Second }
 
-func fillHealth(st *pb.HealthStatus, ps pgmanager.Status) {
+// fillHealth reports ps; gateClosed is the sidecar's own fence, which
+// refuses client batches whatever Postgres says (fence.go).
+func fillHealth(st *pb.HealthStatus, ps pgmanager.Status, gateClosed bool) {
 	st.Serving = ps.Running
 	if ps.Role != "" {
 		st.Role = string(ps.Role)
 	}
-	st.Fenced = ps.Fenced
-	st.Writable = ps.Running && ps.Role == pgmanager.RolePrimary && !ps.Fenced && !st.DiskLow
+	st.Fenced = ps.Fenced || gateClosed
+	st.Writable = ps.Running && ps.Role == pgmanager.RolePrimary && !st.Fenced && !st.DiskLow
 	st.Timeline = int32(ps.Timeline)
 	st.CurrentLsn = ps.CurrentLSN.String()
 	st.ReceiveLsn = ps.ReceiveLSN.String()

@@ -80,13 +80,14 @@ func TestHealthFollowsPostgres(t *testing.T) {
 	}
 	next(func(h *pb.HealthStatus) bool { return h.Serving && h.Writable }, "serving again")
 
-	// Fencing shows in health at once and refuses writes.
+	// Fencing shows in health at once, and the sidecar refuses every
+	// statement (fence.go).
 	if _, err := c.Fence(ctx, &pb.FenceRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	next(func(h *pb.HealthStatus) bool { return h.Fenced && !h.Writable }, "fenced")
 	s := open(t, c)
-	if r := query(t, s, pb.Mode_STATEMENT, "CREATE TABLE fenced_out (x int)"); len(r.errors) != 1 || r.errors[0] != "25006" {
+	if r := query(t, s, pb.Mode_STATEMENT, "CREATE TABLE fenced_out (x int)"); len(r.errors) != 1 || r.errors[0] != "57P03" {
 		t.Errorf("write on a fenced instance: %v", r)
 	}
 	if _, err := c.Unfence(ctx, &pb.UnfenceRequest{}); err != nil {

@@ -75,14 +75,25 @@ func (s *Server) Promote(ctx context.Context, _ *pb.PromoteRequest) (*pb.Instanc
 	return s.operate(ctx, s.cfg.Manager.Promote)
 }
 
-// Fence implements the Fence RPC.
+// Fence implements the Fence RPC. The sidecar's gate closes first, then
+// pgmanager fences Postgres and terminates every client backend: the
+// pooled, pinned and shared connections alike (fence.go). The gate stays
+// closed if Postgres could not be fenced: a primary being replaced must
+// serve no one.
 func (s *Server) Fence(ctx context.Context, _ *pb.FenceRequest) (*pb.InstanceStatus, error) {
+	s.fence.set(true)
 	return s.operate(ctx, s.cfg.Manager.Fence)
 }
 
-// Unfence implements the Unfence RPC.
+// Unfence implements the Unfence RPC: Postgres first, then the gate.
 func (s *Server) Unfence(ctx context.Context, _ *pb.UnfenceRequest) (*pb.InstanceStatus, error) {
-	return s.operate(ctx, s.cfg.Manager.Unfence)
+	return s.operate(ctx, func(ctx context.Context) error {
+		if err := s.cfg.Manager.Unfence(ctx); err != nil {
+			return err
+		}
+		s.fence.set(false)
+		return nil
+	})
 }
 
 // SetSynchronousStandbys implements the SetSynchronousStandbys RPC.
@@ -110,5 +121,13 @@ func (s *Server) Rewind(ctx context.Context, req *pb.RewindRequest) (*pb.Instanc
 	}
 	// The pools' connections die with the restart; drop them now.
 	s.pools.closeIdle()
-	return s.operate(ctx, func(ctx context.Context) error { return s.cfg.Manager.Rewind(ctx, primary) })
+	// A rewound instance is a replica without the fence (pgmanager drops
+	// it): its reads may be served again.
+	return s.operate(ctx, func(ctx context.Context) error {
+		if err := s.cfg.Manager.Rewind(ctx, primary); err != nil {
+			return err
+		}
+		s.fence.set(false)
+		return nil
+	})
 }

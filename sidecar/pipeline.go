@@ -235,8 +235,9 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 	pp := &b.pipe
 	pp.mu.Lock()
 	// The session's settings must be those the connection carries: only
-	// a connection of its own may be changed.
-	if pp.broken || !sameSettingsAs(b, req.Settings) {
+	// a connection of its own may be changed. A batch that finds the
+	// fence gate closed here goes the ordinary way, which refuses it.
+	if pp.broken || !sameSettingsAs(b, req.Settings) || sess.srv.fence.closed.Load() {
 		pp.mu.Unlock()
 		sess.pool.unshare(b)
 		return false, nil

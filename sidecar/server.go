@@ -37,6 +37,7 @@ type Server struct {
 	pools      pools
 	cancels    cancels
 	health     health
+	fence      *fenceGate // closed while the instance is fenced (fence.go)
 	healthKick chan struct{}
 	stopping   chan struct{}
 	cancel     context.CancelFunc
@@ -77,6 +78,7 @@ func New(cfg Config) (*Server, error) {
 		pools:      pools{cfg: cfg.Pool, connStr: cfg.Manager.ConnConfig},
 		healthKick: make(chan struct{}, 1),
 		stopping:   make(chan struct{}),
+		fence:      newFenceGate(),
 		tls:        tlsConfig,
 	}
 	pb.RegisterSidecarServer(s.grpc, s)

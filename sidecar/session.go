@@ -169,6 +169,9 @@ func (sess *session) batch(ctx context.Context, req *pb.Batch) error {
 		return pgerr.New("25P03", "session ended by the idle-in-transaction timeout")
 	}
 
+	if sess.srv.fence.closed.Load() {
+		return sess.refuseFenced(nil)
+	}
 	ending, err := frontendEnding(req.Frontend)
 	if err != nil {
 		return sess.fail(err)
@@ -273,6 +276,11 @@ func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
 		frontend = append(prefix, req.Frontend...)
 	}
 
+	// Checked again now that the batch holds its connection (fence.go):
+	// the gate may have closed while it waited for one.
+	if sess.srv.fence.closed.Load() {
+		return sess.refuseFenced(b)
+	}
 	sess.srv.cancels.start(sess.token, b, nil)
 	if sess.token != "" {
 		b.cancelMu.Lock()

@@ -130,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	if cfg.Admin {
 		acfg := cfg.AdminConfig
 		acfg.Store, acfg.Secret, acfg.TLS, acfg.ID, acfg.Logger = w.store, cfg.Secret, cfg.TLS, cfg.ID, log
-		acfg.Starter = admin.NewTemporalStarter(w.temporal)
+		acfg.Starter = admin.NewTemporalStarter(w.temporal, w.store)
 		a, err := admin.New(acfg)
 		if err != nil {
 			return nil, err

@@ -53,6 +53,11 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 	if in.Shard == "" {
 		return FailoverResult{}, activities.Refuse(pgerr.InvalidParameterValue, "a shard is required")
 	}
+	end, err := beginOperation(ctx, in.Shard, OpFailover)
+	if err != nil {
+		return FailoverResult{}, err
+	}
+	defer end()
 	if in.Reason != "" {
 		p.step("failover of shard %s: %s", in.Shard, in.Reason)
 	}

@@ -159,6 +159,16 @@ func (f *fakeShard) stub() {
 		n.Fenced, n.Writable = true, false
 		return activities.FenceResult{CurrentLSN: n.CurrentLSN}, nil
 	})
+	on(acts.BeginOperation, func(_ context.Context, in activities.OperationInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.did("BeginOperation", in.Kind)
+	})
+	on(acts.EndOperation, func(_ context.Context, in activities.OperationInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.did("EndOperation", in.Kind)
+	})
 	on(acts.DrainTransactions, func(_ context.Context, in activities.DrainInput) (int, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -32,6 +32,8 @@ func Register(r worker.Registry, a *activities.Activities) {
 		"ClearBuffer":       a.ClearBuffer,
 		"StoreDurability":   a.StoreDurability,
 		"ApplyDurability":   a.ApplyDurability,
+		"BeginOperation":    a.BeginOperation,
+		"EndOperation":      a.EndOperation,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

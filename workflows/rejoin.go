@@ -36,6 +36,11 @@ func Rejoin(ctx workflow.Context, in RejoinInput) (RejoinResult, error) {
 	if in.Shard == "" || in.Instance == "" {
 		return RejoinResult{}, activities.Refuse(pgerr.InvalidParameterValue, "a shard and an instance are required")
 	}
+	end, err := beginOperation(ctx, in.Shard, OpRejoin)
+	if err != nil {
+		return RejoinResult{}, err
+	}
+	defer end()
 	p.step("inspecting shard %s", in.Shard)
 	view, err := inspect(ctx, in.Shard)
 	if err != nil {

@@ -38,6 +38,11 @@ func RepairShard(ctx workflow.Context, in RepairInput) (RepairResult, error) {
 	if in.Shard == "" {
 		return RepairResult{}, activities.Refuse(pgerr.InvalidParameterValue, "a shard is required")
 	}
+	end, err := beginOperation(ctx, in.Shard, OpRepair)
+	if err != nil {
+		return RepairResult{}, err
+	}
+	defer end()
 	var res RepairResult
 	act := func(format string, args ...any) {
 		p.step(format, args...)

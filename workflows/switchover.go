@@ -55,6 +55,11 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	if in.Shard == "" {
 		return SwitchoverResult{}, activities.Refuse(pgerr.InvalidParameterValue, "a shard is required")
 	}
+	end, err := beginOperation(ctx, in.Shard, OpSwitchover)
+	if err != nil {
+		return SwitchoverResult{}, err
+	}
+	defer end()
 	p.step("inspecting shard %s", in.Shard)
 	view, err := inspect(ctx, in.Shard)
 	if err != nil {

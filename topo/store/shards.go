@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -65,13 +66,23 @@ type ShardState struct {
 	Revision int64 `json:"-"`
 }
 
-// BufferSignal asks routers to buffer a shard until Until at the latest.
+// BufferSignal asks routers to buffer a shard for For at most. Workers'
+// and routers' clocks need not agree, so a router measures For from when
+// it saw the signal, by its own clock; Until (the setter's clock) is for
+// people, and for signals written without For.
 type BufferSignal struct {
 	Reason string    `json:"reason"`
 	Until  time.Time `json:"until"`
+	// For is how long routers hold statements, from when each sees it.
+	For time.Duration `json:"for,omitempty"`
+	// Set is when it was set, by the setter's clock: never compared
+	// with another clock, it tells a signal set again from the last.
+	Set time.Time `json:"set,omitzero"`
 }
 
-// Buffering reports whether the state asks routers to buffer at now.
+// Buffering reports whether the state asks to buffer at now by Until,
+// which only a clock that agrees with the setter's may use (routers
+// measure For instead).
 func (s ShardState) Buffering(now time.Time) bool {
 	return s.Buffer != nil && now.Before(s.Buffer.Until)
 }
@@ -170,4 +181,35 @@ func shardStateList(prefix string, kvs []*mvccpb.KeyValue) []ShardState {
 // skipped. etcd failures are retried quietly.
 func (s *Store) WatchShardStates(ctx context.Context) (<-chan []ShardState, error) {
 	return watchList(ctx, s.cli, s.shardPrefix(), "shard states", shardStateList)
+}
+
+// ShardKnown reports whether the cluster has shard: a state is stored for
+// it, a sidecar registered an instance of it, or the stored topology
+// names it. Operations refuse any other name, so that a typo creates no
+// state (which admins would then try to repair).
+func (s *Store) ShardKnown(ctx context.Context, shard string) (bool, error) {
+	st, err := s.GetShardState(ctx, shard)
+	if err != nil {
+		return false, err
+	}
+	if st.Revision != 0 {
+		return true, nil
+	}
+	recs, err := s.ListRecords(ctx, KindSidecar)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range recs {
+		if r.ShardUID == shard {
+			return true, nil
+		}
+	}
+	snap, err := s.GetTopology(ctx)
+	if errors.Is(err, ErrNoTopology) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(snap.Topology.Shards(), shard), nil
 }

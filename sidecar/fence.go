@@ -1,0 +1,107 @@
+package sidecar
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
+)
+
+// The sidecar is the fence. Postgres's own fence (pgmanager's Fence:
+// default_transaction_read_only, a USERSET setting) is only a default:
+// a session undoes it with SET, SET SESSION CHARACTERISTICS, BEGIN READ
+// WRITE or set_config, and the sidecar replays each client's settings
+// onto its backend. A write that got through on a fenced primary during
+// a switchover would be acknowledged and then rewound away. So once
+// fenced, the sidecar runs no client batch at all, reads included (a
+// deposed primary's reads turn stale as soon as its successor takes
+// writes): each is answered 57P03, which routers buffer and run again
+// on the next primary. The workflows' own steps use the gRPC operation
+// RPCs, not sessions, and are not affected.
+//
+// No batch slips past the gate while it closes: a batch checks the gate
+// once it holds the connection it will be written on, and the gate
+// closes before Postgres terminates its client backends. A batch that
+// found it open was therefore on a connection Postgres already had,
+// which the fence terminates, and Fence returns only once those are
+// gone; whatever such a batch committed before that is in the WAL
+// position the fence reports, which the new primary replays.
+
+// fenceGate says whether client batches may run. closed is read on every
+// batch (one atomic load); the rest changes only with operations and
+// health observations, under mu.
+type fenceGate struct {
+	closed atomic.Bool
+
+	mu sync.Mutex
+	// known: the gate's state has been learned, from Postgres or an
+	// operation. Until then it is closed: a sidecar starting in front of
+	// a fenced instance must not open it before it has looked.
+	known bool
+	// gen counts the operations that set the gate, so that an
+	// observation made before one is not applied after it.
+	gen uint64
+}
+
+func newFenceGate() *fenceGate {
+	g := &fenceGate{}
+	g.closed.Store(true)
+	return g
+}
+
+// set is an operation's word: Fence closes the gate (before Postgres is
+// fenced), Unfence and Rewind open it (after Postgres takes writes again,
+// or has become a replica).
+func (g *fenceGate) set(fenced bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed.Store(fenced)
+	g.known = true
+	g.gen++
+}
+
+// generation is taken before Postgres is asked whether it is fenced.
+func (g *fenceGate) generation() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen
+}
+
+// observed applies what a running Postgres said about its fence, unless
+// an operation set the gate since gen was taken. An observation never
+// opens a known gate: one taken while Fence runs may predate Postgres's
+// own fence. It closes an open one when Postgres is fenced behind the
+// sidecar's back (pgmanager used directly).
+func (g *fenceGate) observed(gen uint64, fenced bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen != gen {
+		return
+	}
+	if !g.known || fenced {
+		g.closed.Store(fenced)
+		g.known = true
+	}
+}
+
+// errFenced is what every client batch gets while the gate is closed.
+func (s *Server) errFenced() error {
+	return pgerr.New("57P03", "instance %s of shard %s is fenced: it runs no statements while its shard's primary changes",
+		s.cfg.InstanceID, s.cfg.ShardUID)
+}
+
+// refuseFenced answers a batch with errFenced. b, the connection the batch
+// was to run on, and the session's pinned one are closed: the fence
+// terminates their backends, and with them any transaction or COPY the
+// session had open.
+func (sess *session) refuseFenced(b *backend) error {
+	for _, c := range []*backend{b, sess.pinned} {
+		if c != nil && !c.broken {
+			c.close()
+			sess.release(c)
+		}
+	}
+	sess.copyIn = false
+	return sess.reply(pgwire.AppendReadyForQuery(appendError(nil, sess.srv.errFenced()), 'I'), 'I')
+}
