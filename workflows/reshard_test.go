@@ -123,7 +123,7 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		f.slots = map[string]bool{}
 		return nil
 	})
-	env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).After(1000*time.Hour).
+	env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).After(1000 * time.Hour).
 		Return(errors.New("a stream ended by itself"))
 	env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).After(1000 * time.Hour).
 		Return(errors.New("a stream ended by itself"))
