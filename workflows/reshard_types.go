@@ -158,7 +158,6 @@ type CopyHeartbeat struct {
 
 // StreamHeartbeat is StreamChanges' heartbeat detail.
 type StreamHeartbeat struct {
-	AppliedLSN string  `json:"applied_lsn"`
 	LagBytes   int64   `json:"lag_bytes"`
 	LagSeconds float64 `json:"lag_seconds"`
 }
