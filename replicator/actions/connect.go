@@ -63,6 +63,9 @@ func (c DiscoveryConnector) ConnString(ctx context.Context, shard, database stri
 	if err != nil {
 		return "", fmt.Errorf("primary %s: postgres address %q: %w", st.Primary, addr, err)
 	}
+	if c.PasswordFile == "" {
+		return "", pgerr.New(pgerr.ConfigFileError, "the worker has no replicator password file (tessera worker --replicator-password-file)")
+	}
 	pw, err := os.ReadFile(c.PasswordFile)
 	if err != nil {
 		// The error names the file, never its content.
