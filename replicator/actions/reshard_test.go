@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/replicator"
@@ -201,6 +203,34 @@ func TestReshardActivitiesCopyStreamDiffAndCleanUp(t *testing.T) {
 	}
 	if len(report.Differences) != 1 || report.Differences[0].Kind != replicator.DiffMissing {
 		t.Fatalf("report %+v", report)
+	}
+
+	// A retried DiffTables (here under Temporal's activity test
+	// environment, which passes heartbeat details as a retry does) goes
+	// on from its last heartbeat: a table whose report there is done is
+	// not compared again, so the lost customer is not found this time.
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(a.DiffTables, activity.RegisterOptions{Name: workflows.DiffTablesActivity})
+	earlier, err := json.Marshal(replicator.DiffReport{Table: "public.customers", Done: true, SourceRows: 424242})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.SetHeartbeatDetails(workflows.DiffTablesResult{Reports: map[string]json.RawMessage{"public.customers": earlier}})
+	v, err := env.ExecuteActivity(workflows.DiffTablesActivity, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resumed workflows.DiffTablesResult
+	if err := v.Get(&resumed); err != nil {
+		t.Fatal(err)
+	}
+	report = replicator.DiffReport{}
+	if err := json.Unmarshal(resumed.Reports["public.customers"], &report); err != nil {
+		t.Fatal(err)
+	}
+	if resumed.Differences != 0 || report.SourceRows != 424242 || !resumed.Done {
+		t.Fatalf("resumed diff %+v, customers %+v", resumed, report)
 	}
 
 	// Cleanup drops everything, and again finds nothing to do.
