@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -96,9 +97,12 @@ func (r *reshard) handlers(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: func() error { return errCutoverPlanned }})
 }
 
-func (r *reshard) phase(name string) {
+// phase records the phase for the queries and, as the run's current
+// details, for the Temporal UI.
+func (r *reshard) phase(ctx workflow.Context, name string) {
 	r.prog.Phase = name
 	r.p.step("phase %s", name)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Reshard of %s.%s: %s", r.in.Database, r.in.ShardGroup, name))
 }
 
 func (r *reshard) result() ReshardResult {
@@ -124,18 +128,18 @@ func (r *reshard) run(ctx workflow.Context) error {
 			return err
 		}
 	}
-	r.phase(PhaseCatchingUp)
+	r.phase(ctx, PhaseCatchingUp)
 	r.startStreams(ctx)
 	if err := r.catchUp(ctx); err != nil {
 		return err
 	}
 	if r.prog.LastDiff == nil {
-		r.phase(PhaseDiffing)
+		r.phase(ctx, PhaseDiffing)
 		if err := r.diff(ctx); err != nil {
 			return err
 		}
 	}
-	r.phase(PhaseReadyForCutover)
+	r.phase(ctx, PhaseReadyForCutover)
 	r.p.step("waiting for the cutover, which is planned: Cancel ends the reshard")
 	for {
 		if err := workflow.Sleep(ctx, readyLagPoll); err != nil {
@@ -186,7 +190,7 @@ func replicatorCtx(ctx workflow.Context) workflow.Context {
 }
 
 func (r *reshard) copy(ctx workflow.Context) error {
-	r.phase(PhaseCopying)
+	r.phase(ctx, PhaseCopying)
 	futures := make([]workflow.Future, len(r.plan.Sources))
 	for i, src := range r.plan.Sources {
 		futures[i] = workflow.ExecuteActivity(replicatorCtx(ctx), CopyTablesActivity, SourceInput{Plan: r.plan, Source: src})
@@ -308,13 +312,13 @@ func (r *reshard) diff(ctx workflow.Context) error {
 
 // cancel stops the activities and drops what the reshard created.
 func (r *reshard) cancel(ctx workflow.Context) (ReshardResult, error) {
-	r.phase(PhaseCancelling)
+	r.phase(ctx, PhaseCancelling)
 	if r.planned {
 		if err := r.cleanup(ctx); err != nil {
 			return r.result(), failed(err, "cleaning up the cancelled reshard")
 		}
 	}
-	r.phase(PhaseCancelled)
+	r.phase(ctx, PhaseCancelled)
 	return r.result(), nil
 }
 

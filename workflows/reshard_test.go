@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -175,6 +176,14 @@ func TestReshardRunsToCutoverThenCancelCleansUp(t *testing.T) {
 	var switchErr error
 	env.RegisterDelayedCallback(func() {
 		atReady = queryProgress(t, env)
+		if v, err := env.QueryWorkflow("__temporal_workflow_metadata"); err != nil {
+			t.Error(err)
+		} else {
+			var md sdkpb.WorkflowMetadata
+			if err := v.Get(&md); err != nil || md.GetCurrentDetails() != "Reshard of store.customer_data: ready_for_cutover" {
+				t.Errorf("current details %q, %v", md.GetCurrentDetails(), err)
+			}
+		}
 		env.UpdateWorkflow(SwitchTrafficUpdate, "switch-1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { switchErr = err },
 			OnAccept:   func() { t.Error("SwitchTraffic was accepted") },
