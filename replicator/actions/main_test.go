@@ -92,7 +92,6 @@ func shardDB(prefix, shard string) string { return prefix + "_" + shard }
 func createShards(t *testing.T, prefix, ddl string, shards ...string) Connector {
 	t.Helper()
 	inst := testPostgres(t)
-	ctx := testCtx(t)
 	admin := connect(t, inst.ConnConfig("postgres", ""))
 	for _, s := range shards {
 		ident := pgx.Identifier{shardDB(prefix, s)}.Sanitize()
@@ -100,7 +99,6 @@ func createShards(t *testing.T, prefix, ddl string, shards ...string) Connector 
 		mustExec(t, admin, "CREATE DATABASE "+ident)
 		mustExec(t, connect(t, inst.ConnConfig(shardDB(prefix, s), "")), ddl)
 	}
-	_ = ctx
 	return ConnectorFunc(func(ctx context.Context, shard, database string) (string, error) {
 		return inst.ConnConfig(shardDB(prefix, shard), ""), nil
 	})
