@@ -20,7 +20,8 @@ func newWorkerCommand() *cobra.Command {
 		Use:   "worker",
 		Short: "Run a Temporal worker for Tessera's operations, with an admin",
 		Long: `Run a Temporal worker that executes Tessera's operation workflows (Failover,
-Switchover, SetDurability, Rejoin, RepairShard) from the "tessera" task queue.
+Switchover, SetDurability, Rejoin, RepairShard, Reshard) from the "tessera"
+task queue.
 
 With --admin (the default) it also runs an admin: it follows every sidecar's
 health and, while it holds recovery leadership (one admin of all that run
@@ -53,6 +54,9 @@ workers as you like against one cluster.`,
 	f.BoolVar(&cfg.Admin, "admin", true, "also run an admin (health monitor and recovery-leadership candidate)")
 	f.DurationVar(&cfg.AdminConfig.DetectWindow, "detect-window", 0, "how long a primary must be down before it is failed over (default 1.5s)")
 	f.StringVar(&cfg.ID, "id", "", "name in discovery and the admin election (default host-pid)")
+	f.StringVar(&cfg.ReplicatorUser, "replicator-user", "postgres", "Postgres user the Replicator's activities (Reshard) connect to shard primaries as")
+	f.StringVar(&cfg.ReplicatorPasswordFile, "replicator-password-file", os.Getenv("TESSERA_REPLICATOR_PASSWORD_FILE"),
+		"file holding that user's password (env TESSERA_REPLICATOR_PASSWORD_FILE); without it Reshard fails at its first step")
 	debugFlag(cmd, &debugAddr)
 	return cmd
 }

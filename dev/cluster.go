@@ -300,7 +300,7 @@ func (c *Cluster) startWorker(ctx context.Context) error {
 	if c.temporal == nil {
 		return nil
 	}
-	w, err := worker.Start(ctx, worker.Config{
+	wcfg := worker.Config{
 		TemporalAddr:  c.temporal.FrontendAddr(),
 		EtcdEndpoints: c.info.Etcd,
 		Cluster:       c.cfg.Cluster,
@@ -308,7 +308,14 @@ func (c *Cluster) startWorker(ctx context.Context) error {
 		ID:            "dev",
 		Admin:         true,
 		Logger:        c.log,
-	})
+	}
+	// The Replicator's activities (Reshard) connect to the primaries
+	// directly, as the superuser, with the password from this file.
+	wcfg.ReplicatorPasswordFile = filepath.Join(c.cfg.DataDir, "replicator-password")
+	if err := os.WriteFile(wcfg.ReplicatorPasswordFile, []byte(c.cfg.Password), 0o600); err != nil {
+		return err
+	}
+	w, err := worker.Start(ctx, wcfg)
 	if err != nil {
 		return fmt.Errorf("starting the worker: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tesseradb/tessera/activities"
 	"github.com/tesseradb/tessera/admin"
+	"github.com/tesseradb/tessera/replicator/actions"
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/workflows"
 )
@@ -41,6 +42,13 @@ type Config struct {
 	Admin       bool
 	AdminConfig admin.Config
 	Logger      *slog.Logger
+	// ReplicatorUser and ReplicatorPasswordFile are the Postgres
+	// credentials the Replicator's activities (Reshard) connect to shard
+	// primaries with, directly: replication needs it. The password is read
+	// from the file at each connection, never passed on a command line.
+	// Without a file, Reshard fails at its first step (SQLSTATE F0000).
+	ReplicatorUser         string
+	ReplicatorPasswordFile string
 }
 
 // registrationTTL: how long a dead worker's record outlives it.
@@ -119,6 +127,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	}
 	w.worker = sdkworker.New(w.temporal, workflows.TaskQueue, sdkworker.Options{})
 	workflows.Register(w.worker, w.acts)
+	replicatorActions(w.store, cfg).Register(w.worker)
 	if err := w.worker.Start(); err != nil {
 		w.worker = nil
 		return nil, fmt.Errorf("starting the Temporal worker: %w", err)
@@ -192,4 +201,14 @@ func Run(ctx context.Context, cfg Config) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	return w.Stop(sctx)
+}
+
+// replicatorActions are the Replicator's activities, reaching shard
+// primaries at the addresses their sidecars publish.
+func replicatorActions(st *store.Store, cfg Config) *actions.Actions {
+	user := cfg.ReplicatorUser
+	if user == "" {
+		user = "postgres"
+	}
+	return &actions.Actions{Store: st, Conn: actions.DiscoveryConnector{Store: st, User: user, PasswordFile: cfg.ReplicatorPasswordFile}}
 }

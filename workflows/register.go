@@ -17,6 +17,9 @@ func Register(r worker.Registry, a *activities.Activities) {
 	r.RegisterWorkflowWithOptions(SetDurability, workflow.RegisterOptions{Name: SetDurabilityName})
 	r.RegisterWorkflowWithOptions(Rejoin, workflow.RegisterOptions{Name: RejoinName})
 	r.RegisterWorkflowWithOptions(RepairShard, workflow.RegisterOptions{Name: RepairShardName})
+	// Reshard's activities are the Replicator's (package
+	// replicator/actions), registered by the worker beside these.
+	r.RegisterWorkflowWithOptions(Reshard, workflow.RegisterOptions{Name: ReshardName})
 	for name, fn := range map[string]any{
 		"InspectShard":      a.InspectShard,
 		"DrainTransactions": a.DrainTransactions,

@@ -1,0 +1,34 @@
+// Package actions holds the Replicator's Temporal activities for the
+// Reshard workflow (package workflows): PlanReshard, CopyTables,
+// StreamChanges, StreamLag, DiffTables and CleanupReshard. They take and
+// return the workflow's plain-JSON types and call into package replicator,
+// so that package workflows needs nothing of the replicator's internals.
+//
+// Every activity is idempotent and resumable: a retried CopyTables resumes
+// from the targets' _tessera.copy_progress rows, a restarted StreamChanges
+// from the targets' replication origins, a retried DiffTables from its
+// last heartbeat's reports, and CleanupReshard drops only what is there.
+//
+// # Reaching Postgres
+//
+// The other activities reach instances only through their sidecars (gRPC).
+// These cannot: a logical replication slot, COPY and a change stream need
+// a direct Postgres connection to the source primary (a replication
+// connection, "replication=database") and to each target primary. A
+// Connector finds them: DiscoveryConnector takes the shard's recorded
+// primary (ShardState.Primary in etcd) and that instance's sidecar
+// discovery record (its postgres_addr), and a user whose password it
+// reads from a file at each connection (so a rotated password is picked
+// up). The password is never on a command line, in an activity's input or
+// heartbeat (which Temporal stores in its history) or in a log: inputs
+// name shards and databases only. The user needs the REPLICATION
+// attribute, CREATE on the target databases (for the _tessera schema) and
+// ownership of the tables it publishes; whoever holds the password file
+// can read and write every shard's data, as the sidecar secret lets one
+// control every instance.
+//
+// Planned: one worker per source shard, beside its primary, on a task
+// queue of its own (reaching the source over its unix socket); for now the
+// activities run on the "tessera" task queue of any worker that has a
+// Connector, over TCP.
+package actions

@@ -1,0 +1,201 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// The Reshard workflow's inputs, plan and results are plain JSON: admins
+// write ReshardInput by hand (docs/operations.md), and the Replicator's
+// activities (package replicator/actions) take and return these types, so
+// this package needs nothing of the replicator's internals.
+
+// Reshard's names: the workflow type, its queries, signals and update.
+const (
+	ReshardName = "Reshard"
+	// PhaseQuery answers the phase as a string (see the Phase constants).
+	PhaseQuery = "phase"
+	// ProgressQuery answers a ReshardProgress.
+	ProgressQuery = "progress"
+	// CancelSignal stops the streams and drops, on every instance, the
+	// slots, publications, origins and progress rows the reshard created.
+	CancelSignal = "Cancel"
+	// SwitchTrafficUpdate is refused for now: the cutover is planned.
+	SwitchTrafficUpdate = "SwitchTraffic"
+)
+
+// Reshard's activities, by the names the Temporal UI shows.
+const (
+	PlanReshardActivity    = "PlanReshard"
+	CopyTablesActivity     = "CopyTables"
+	StreamChangesActivity  = "StreamChanges"
+	StreamLagActivity      = "StreamLag"
+	DiffTablesActivity     = "DiffTables"
+	CleanupReshardActivity = "CleanupReshard"
+)
+
+// Phases of a reshard, in order; cancelled and failed end it early.
+const (
+	PhaseValidating      = "validating"
+	PhaseCopying         = "copying"
+	PhaseCatchingUp      = "catching_up"
+	PhaseDiffing         = "diffing"
+	PhaseReadyForCutover = "ready_for_cutover"
+	PhaseCancelling      = "cancelling"
+	PhaseCancelled       = "cancelled"
+)
+
+// ReshardID is the workflow id of a reshard of a shard group: one at a
+// time per group.
+func ReshardID(database, group string) string { return "reshard-" + database + "-" + group }
+
+// ReshardInput asks for a shard group's key ranges to move to a new set of
+// shards, e.g.
+//
+//	{"database":"store","shard_group":"customer_data",
+//	 "target_key_ranges":[{"shard_uid":"c3","end":"40"},{"shard_uid":"c4","start":"40","end":"80"},...]}
+type ReshardInput struct {
+	Database        string          `json:"database"`
+	ShardGroup      string          `json:"shard_group"`
+	TargetKeyRanges []KeyRangeInput `json:"target_key_ranges"`
+	// MaxLagBytes: the catch-up phase ends when every stream's slot is
+	// within this many WAL bytes of its source; 0 means 1 MiB.
+	MaxLagBytes int64 `json:"max_lag_bytes,omitempty"`
+	// Resume, set only by the workflow itself when it continues as new,
+	// carries the plan and what is done.
+	Resume *ReshardResume `json:"resume,omitempty"`
+}
+
+// KeyRangeInput is one target key range, written as in the topology:
+// hexadecimal prefixes, an empty bound unbounded.
+type KeyRangeInput struct {
+	ShardUID string `json:"shard_uid"`
+	Start    string `json:"start,omitempty"`
+	End      string `json:"end,omitempty"`
+}
+
+// ReshardResume is the state a reshard continues as new with.
+type ReshardResume struct {
+	Plan     ReshardPlan          `json:"plan"`
+	Copied   map[string]int64     `json:"copied"`
+	LastDiff *DiffTablesResult    `json:"last_diff,omitempty"`
+	Streams  map[string]LagSample `json:"streams,omitempty"`
+}
+
+// ReshardTable is one table of the group: where it is and its shard key.
+type ReshardTable struct {
+	Schema      string `json:"schema"`
+	Name        string `json:"name"`
+	ShardColumn string `json:"shard_column"`
+}
+
+// DisplayName is schema.name.
+func (t ReshardTable) DisplayName() string { return t.Schema + "." + t.Name }
+
+// ReshardPlan is what PlanReshard found and checked; every later step
+// works from it, so a reshard does not change course if the stored
+// topology changes under it.
+type ReshardPlan struct {
+	// Key names the reshard's objects on every instance (progress rows,
+	// replication origins): short, and the same for every run of the
+	// workflow id.
+	Key        string         `json:"key"`
+	Database   string         `json:"database"`
+	ShardGroup string         `json:"shard_group"`
+	Sources    []string       `json:"sources"`
+	Targets    []string       `json:"targets"`
+	Tables     []ReshardTable `json:"tables"`
+	// TargetTopology is the stored topology with the group's key ranges
+	// replaced by the targets': the placement rows are routed by.
+	TargetTopology json.RawMessage `json:"target_topology"`
+	// TopologyRevision is the stored topology's revision the plan read.
+	TopologyRevision int64 `json:"topology_revision"`
+}
+
+// ReshardKey is the short name of a workflow id's objects: "rs" and 16 hex
+// digits, safe in slot, publication and origin names.
+func ReshardKey(workflowID string) string {
+	sum := sha256.Sum256([]byte(workflowID))
+	return "rs" + hex.EncodeToString(sum[:8])
+}
+
+// Slot is the logical replication slot of one source shard.
+func (p ReshardPlan) Slot(source string) string {
+	sum := sha256.Sum256([]byte(source))
+	return p.Key + "_" + hex.EncodeToString(sum[:6])
+}
+
+// Publication is the publication of the group's tables on every source.
+func (p ReshardPlan) Publication() string { return p.Key }
+
+// PlanReshardInput is PlanReshard's input.
+type PlanReshardInput struct {
+	WorkflowID string       `json:"workflow_id"`
+	Input      ReshardInput `json:"input"`
+}
+
+// SourceInput names one source shard of a plan: CopyTables' and
+// StreamChanges' input.
+type SourceInput struct {
+	Plan   ReshardPlan `json:"plan"`
+	Source string      `json:"source"`
+}
+
+// CopyTablesResult says what one source's copy did.
+type CopyTablesResult struct {
+	Source string `json:"source"`
+	// Rows read from the source per table (schema.name), this attempt
+	// and the ones before it that the heartbeat recorded.
+	Rows map[string]int64 `json:"rows"`
+}
+
+// CopyHeartbeat is CopyTables' heartbeat detail: where it is.
+type CopyHeartbeat struct {
+	Table string           `json:"table"`
+	Rows  map[string]int64 `json:"rows"`
+}
+
+// StreamHeartbeat is StreamChanges' heartbeat detail.
+type StreamHeartbeat struct {
+	LagBytes   int64   `json:"lag_bytes"`
+	LagSeconds float64 `json:"lag_seconds"`
+}
+
+// LagSample is how far one source's stream is behind: the WAL bytes
+// between the source's position and its slot's confirmed position, which
+// the stream advances only past what every target has durably applied.
+type LagSample struct {
+	Source       string `json:"source"`
+	LagBytes     int64  `json:"lag_bytes"`
+	ConfirmedLSN string `json:"confirmed_lsn"`
+}
+
+// StreamLagResult is StreamLag's answer, one sample per source.
+type StreamLagResult struct {
+	Sources []LagSample `json:"sources"`
+}
+
+// DiffTablesResult is the last VDiff: every table's report as the
+// replicator writes it (replicator.DiffReport's JSON), and totals.
+type DiffTablesResult struct {
+	Reports     map[string]json.RawMessage `json:"reports"`
+	Differences int64                      `json:"differences"`
+	Done        bool                       `json:"done"`
+}
+
+// ReshardProgress answers ProgressQuery.
+type ReshardProgress struct {
+	Phase    string               `json:"phase"`
+	Copied   map[string]int64     `json:"rows_copied"`
+	Streams  map[string]LagSample `json:"streams,omitempty"`
+	LastDiff *DiffTablesResult    `json:"last_diff,omitempty"`
+	Error    string               `json:"error,omitempty"`
+}
+
+// ReshardResult is how a reshard ended.
+type ReshardResult struct {
+	Phase  string           `json:"phase"`
+	Steps  []string         `json:"steps"`
+	Copied map[string]int64 `json:"rows_copied"`
+}
