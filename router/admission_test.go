@@ -3,10 +3,15 @@ package router_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/tesseradb/tessera/router"
@@ -98,4 +103,104 @@ func TestPreAuthMessageLimit(t *testing.T) {
 	if err != nil || e.Code != "08P01" || e.Message != "invalid length of startup packet" {
 		t.Errorf("oversized startup packet: %+v %v", e, err)
 	}
+}
+
+// TestAuthTimeout: a client that connects and says nothing, or starts
+// SCRAM and stops, is disconnected when the authentication timeout
+// passes, without a message, as Postgres does.
+func TestAuthTimeout(t *testing.T) {
+	addr := startRouterWith(t, router.Config{AuthTimeout: time.Second})
+	silent := dialRaw(t, addr)
+	stalled := dialRaw(t, addr)
+	fe := startSCRAM(t, stalled, "postgres")
+	start := time.Now()
+	for name, c := range map[string]net.Conn{"silent": silent, "stalled in SCRAM": stalled} {
+		c.SetDeadline(start.Add(5 * time.Second))
+		var b [1]byte
+		n, err := c.Read(b[:])
+		if n != 0 || !errors.Is(err, io.EOF) {
+			t.Errorf("%s: read %d bytes, %v; want the connection closed", name, n, err)
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("closed after %v", d)
+	}
+	_ = fe
+	// Logging in within the timeout is unaffected by it afterwards.
+	conn, err := pgx.Connect(context.Background(), "postgres://postgres:postgres@"+addr+"/postgres?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := conn.Exec(context.Background(), "SELECT 1"); err != nil {
+		t.Fatalf("after the timeout: %v", err)
+	}
+}
+
+// TestConnectionLimits: max_connections and a role's CONNECTION LIMIT
+// refuse a connection with Postgres's code and words; the role limit is
+// compared with Postgres's own answer.
+func TestConnectionLimits(t *testing.T) {
+	ctx := context.Background()
+	addr := startRouterWith(t, router.Config{MaxConnections: 3})
+	var idle []net.Conn
+	for range 3 {
+		idle = append(idle, dialRaw(t, addr))
+	}
+	time.Sleep(100 * time.Millisecond) // let the router accept them
+	_, err := pgx.Connect(ctx, "postgres://postgres:postgres@"+addr+"/postgres?sslmode=disable")
+	if pe := pgErr(err); pe == nil || pe.Code != "53300" || pe.Message != "sorry, too many clients already" {
+		t.Errorf("beyond max_connections: %v", err)
+	}
+	idle[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		conn, err := pgx.Connect(ctx, "postgres://postgres:postgres@"+addr+"/postgres?sslmode=disable")
+		if err == nil {
+			conn.Close(ctx)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a freed place is not given back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, c := range idle[1:] {
+		c.Close()
+	}
+
+	admin := connect(t, "postgres")
+	mustExec(t, admin, "DROP ROLE IF EXISTS carol", "CREATE ROLE carol LOGIN PASSWORD 'c' CONNECTION LIMIT 1")
+	roleAnswer := func(dsn string) *pgconn.PgError {
+		first, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatalf("first connection: %v", err)
+		}
+		defer first.Close(ctx)
+		second, err := pgx.Connect(ctx, dsn)
+		if err == nil {
+			second.Close(ctx)
+		}
+		return pgErr(err)
+	}
+	viaRouter := roleAnswer("postgres://carol:c@" + addr + "/postgres?sslmode=disable")
+	// The sidecar's pool may keep carol's backend: Postgres would count
+	// it against her limit.
+	mustExec(t, direct(t, "shard-0", "postgres"), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'carol'")
+	time.Sleep(200 * time.Millisecond)
+	postgres := roleAnswer(strings.Replace(shardDSN(t, "shard-0", "postgres"), "postgres:postgres@", "carol:c@", 1))
+	if viaRouter == nil || postgres == nil || viaRouter.Code != postgres.Code || viaRouter.Message != postgres.Message {
+		t.Errorf("role limit: router %+v, Postgres %+v", viaRouter, postgres)
+	} else {
+		t.Logf("role limit: %s %s", viaRouter.Code, viaRouter.Message)
+	}
+}
+
+func pgErr(err error) *pgconn.PgError {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
 }

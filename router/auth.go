@@ -42,6 +42,9 @@ func (c *clientConn) authenticate(ctx context.Context) error {
 	if !r.validUntil.IsZero() && time.Now().After(r.validUntil) {
 		return pgerr.New("28P01", "password authentication failed for user %q", c.user)
 	}
+	if err := c.srv.countRole(c, c.user, r); err != nil {
+		return err
+	}
 	if !dbExists {
 		return pgerr.New("3D000", "database %q does not exist", c.database)
 	}

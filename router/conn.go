@@ -47,6 +47,8 @@ type clientConn struct {
 
 	user, database string
 	pid, secretKey uint32
+	// admission is what the connection counts for (admission.go).
+	admission admission
 
 	settings sessionSettings
 	stmts    map[string]*prepared // named prepared statements

@@ -15,6 +15,8 @@ type role struct {
 	verifier   string
 	canLogin   bool
 	validUntil time.Time // zero: no expiry
+	connLimit  int       // rolconnlimit: -1 for none
+	superuser  bool      // rolsuper: not bound by connLimit, as in Postgres
 }
 
 // roleCache holds the roles and databases of the authoritative shard.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,10 +42,14 @@ type Server struct {
 	// when it has exactly one.
 	single atomic.Pointer[singleShard]
 
-	mu      sync.Mutex
-	conns   map[*clientConn]struct{}
-	cancels map[uint32]*clientConn // by BackendKeyData process id
-	closing bool
+	mu    sync.Mutex
+	conns map[*clientConn]struct{}
+	// counted is how many of conns count against MaxConnections, and
+	// roleConns how many logged in as each role (admission.go).
+	counted   int
+	roleConns map[string]int
+	cancels   map[uint32]*clientConn // by BackendKeyData process id
+	closing   bool
 
 	reg    *store.Registration
 	cancel context.CancelFunc
@@ -58,12 +63,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, pgerr.New(pgerr.ConfigFileError, "router: %v", err)
 	}
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		shards:  newShards(cfg.Secret, cfg.SidecarTLS, cfg.InProcessSidecars),
-		planner: planner.New(cfg.PlanCacheSize),
-		conns:   map[*clientConn]struct{}{},
-		cancels: map[uint32]*clientConn{},
+		cfg:       cfg,
+		log:       cfg.Logger,
+		shards:    newShards(cfg.Secret, cfg.SidecarTLS, cfg.InProcessSidecars),
+		planner:   planner.New(cfg.PlanCacheSize),
+		conns:     map[*clientConn]struct{}{},
+		roleConns: map[string]int{},
+		cancels:   map[uint32]*clientConn{},
 	}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
@@ -139,6 +145,12 @@ func (s *Server) accept() {
 			nc.Close()
 			return
 		}
+		if len(s.conns) >= 2*s.cfg.MaxConnections {
+			s.mu.Unlock()
+			refuseAtOnce(nc)
+			continue
+		}
+		s.countConnection(c)
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(1)
@@ -147,6 +159,7 @@ func (s *Server) accept() {
 			c.serve()
 			s.mu.Lock()
 			delete(s.conns, c)
+			s.uncountConnection(c)
 			if c.pid != 0 {
 				delete(s.cancels, c.pid)
 			}
@@ -323,21 +336,24 @@ func (s *Server) runAdminQuery(ctx context.Context, shard, database, sql string)
 
 // fetchRoles reads pg_authid and pg_database.
 func (s *Server) fetchRoles(ctx context.Context) (map[string]role, map[string]bool, error) {
-	rows, err := s.adminQuery(ctx, s.cfg.AdminDatabase, `SELECT 'r', rolname, coalesce(rolpassword, ''), rolcanlogin::text, coalesce(extract(epoch from rolvaliduntil)::bigint::text, '') FROM pg_authid
-		UNION ALL SELECT 'd', datname, '', '', '' FROM pg_database WHERE datallowconn`)
+	rows, err := s.adminQuery(ctx, s.cfg.AdminDatabase, `SELECT 'r', rolname, coalesce(rolpassword, ''), rolcanlogin::text, coalesce(extract(epoch from rolvaliduntil)::bigint::text, ''), rolconnlimit::text, rolsuper::text FROM pg_authid
+		UNION ALL SELECT 'd', datname, '', '', '', '', '' FROM pg_database WHERE datallowconn`)
 	if err != nil {
 		return nil, nil, err
 	}
 	roles, dbs := map[string]role{}, map[string]bool{}
 	for _, r := range rows {
-		if len(r) != 5 {
+		if len(r) != 7 {
 			continue
 		}
 		if r[0] == "d" {
 			dbs[r[1]] = true
 			continue
 		}
-		ro := role{verifier: r[2], canLogin: r[3] == "true"}
+		ro := role{verifier: r[2], canLogin: r[3] == "true", connLimit: -1, superuser: r[6] == "true"}
+		if n, err := strconv.Atoi(r[5]); err == nil {
+			ro.connLimit = n
+		}
 		if r[4] != "" {
 			var secs int64
 			for _, c := range r[4] {
