@@ -204,3 +204,65 @@ func pgErr(err error) *pgconn.PgError {
 	}
 	return nil
 }
+
+// scramSalt starts a SCRAM exchange as user and returns the mechanisms
+// offered and the salt the server shows.
+func scramSalt(t *testing.T, addr, user string) ([]string, string) {
+	t.Helper()
+	c := dialRaw(t, addr)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write(startupPacket(3<<16, "user", user, "database", "postgres"))
+	fe := pgproto3.NewFrontend(c, c)
+	msg, err := fe.Receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sasl, ok := msg.(*pgproto3.AuthenticationSASL)
+	if !ok {
+		t.Fatalf("%s: got %T, want AuthenticationSASL", user, msg)
+	}
+	fe.Send(&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=0123456789abcdef")})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	msg, err = fe.Receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cont, ok := msg.(*pgproto3.AuthenticationSASLContinue)
+	if !ok {
+		t.Fatalf("%s: got %T, want AuthenticationSASLContinue", user, msg)
+	}
+	for _, attr := range strings.Split(string(cont.Data), ",") {
+		if s, ok := strings.CutPrefix(attr, "s="); ok {
+			return sasl.AuthMechanisms, s
+		}
+	}
+	t.Fatalf("no salt in %q", cont.Data)
+	return nil, ""
+}
+
+// TestUnknownRoleLooksKnown: a role that does not exist is offered the
+// same method as one that does, and shows the same salt on every attempt
+// and every router, as a real role does, so role names cannot be probed.
+func TestUnknownRoleLooksKnown(t *testing.T) {
+	other := startRouterWith(t, router.Config{})
+	known, knownSalt := scramSalt(t, cluster.Info().Router, "postgres")
+	_, knownAgain := scramSalt(t, other, "postgres")
+	if knownSalt != knownAgain {
+		t.Fatalf("a real role's salt differs: %q %q", knownSalt, knownAgain)
+	}
+	mechs, salt := scramSalt(t, cluster.Info().Router, "no_such_role")
+	if strings.Join(mechs, ",") != strings.Join(known, ",") {
+		t.Errorf("unknown role offered %v, a known one %v", mechs, known)
+	}
+	for _, addr := range []string{cluster.Info().Router, other} {
+		if _, again := scramSalt(t, addr, "no_such_role"); again != salt {
+			t.Errorf("unknown role's salt changed: %q then %q", salt, again)
+		}
+	}
+	if _, another := scramSalt(t, other, "no_such_role_2"); another == salt {
+		t.Errorf("two unknown roles share salt %q", salt)
+	}
+}

@@ -22,7 +22,7 @@ const (
 // stored secret is md5. A wrong password, an unknown role and a role
 // without a password all look the same to the client (28P01).
 func (c *clientConn) authenticate(ctx context.Context) error {
-	r, known, dbExists, err := c.srv.roles.get(ctx, c.user, c.database, false)
+	r, known, dbExists, err := c.srv.roles.get(ctx, c.user, c.database)
 	if err != nil {
 		return pgerr.New("08006", "cannot reach the authoritative shard to authenticate: %v", err)
 	}
@@ -31,9 +31,9 @@ func (c *clientConn) authenticate(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		// The password may have changed since the roles were fetched: the
-		// next attempt reads them afresh.
-		c.srv.roles.invalidate()
+		// The password may have changed since the roles were fetched: a
+		// next attempt reads them afresh (at most once a refreshInterval).
+		c.srv.roles.missed()
 		return pgerr.New("28P01", "password authentication failed for user %q", c.user)
 	}
 	if !r.canLogin {
@@ -68,7 +68,7 @@ func (c *clientConn) checkPassword(ctx context.Context, r role, known bool) (boo
 		}
 		return md5Matches(r.verifier, salt, pw), nil
 	}
-	v := mockVerifier()
+	v := mockVerifier(c.srv.mockSaltKey, c.user)
 	real := false
 	if known {
 		if parsed, err := parseSCRAMVerifier(r.verifier); err == nil {

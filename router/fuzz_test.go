@@ -29,7 +29,7 @@ func FuzzClientMessages(f *testing.F) {
 		}
 		backendMessages(b, func(byte, []byte) error { return nil })
 		parseSCRAMVerifier(string(b))
-		s := &scramServer{v: mockVerifier()}
+		s := &scramServer{v: mockVerifier([]byte("k"), string(b))}
 		if _, err := s.first(string(b)); err == nil {
 			s.final(string(b))
 		}

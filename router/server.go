@@ -35,8 +35,10 @@ type Server struct {
 	shards  *shards
 	buffers *buffers // nil when buffering is disabled
 	roles   roleCache
-	planner *planner.Planner
-	schema  *schemaCache
+	// mockSaltKey keys the salts shown for unknown roles (scram.go).
+	mockSaltKey []byte
+	planner     *planner.Planner
+	schema      *schemaCache
 
 	// single caches, per topology revision, the topology's one shard
 	// when it has exactly one.
@@ -82,6 +84,7 @@ func New(cfg Config) (*Server, error) {
 		s.buffers = newBuffers(cfg.Buffer, s.shards)
 	}
 	s.roles = roleCache{ttl: cfg.RoleCacheTTL, fetch: s.fetchRoles}
+	s.mockSaltKey = mockSaltKey(cfg.Secret)
 	s.schema = newSchemaCache(s)
 	return s, nil
 }
