@@ -23,6 +23,8 @@ type admission struct {
 	counted bool
 	// role is the role it counts for once logged in ("" until then).
 	role string
+	// method is how it authenticates, by the host-based rules (hba.go).
+	method hbaMethod
 }
 
 // admit takes a new connection from its first byte to AuthenticationOk.
@@ -38,6 +40,9 @@ func (c *clientConn) admit(ctx context.Context) bool {
 		// Postgres reads the startup packet first too, so that the client
 		// (perhaps after SSL) can read the error.
 		err = errTooManyClients
+	}
+	if err == nil {
+		c.admission.method, err = c.checkHBA()
 	}
 	if err == nil {
 		err = c.authenticate(ctx)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +266,50 @@ func TestUnknownRoleLooksKnown(t *testing.T) {
 	}
 	if _, another := scramSalt(t, other, "no_such_role_2"); another == salt {
 		t.Errorf("two unknown roles share salt %q", salt)
+	}
+}
+
+// TestHBARules: host-based rules refuse before authentication with
+// Postgres's words (as Postgres 15 writes them), and their methods
+// apply.
+func TestHBARules(t *testing.T) {
+	ctx := context.Background()
+	admin := connect(t, "postgres")
+	mustExec(t, admin, "DROP ROLE IF EXISTS trusty", "CREATE ROLE trusty LOGIN")
+	file := filepath.Join(t.TempDir(), "hba.conf")
+	os.WriteFile(file, []byte(`
+hostnossl store      all     all           reject
+host      all        trusty  127.0.0.1/32  trust
+hostssl   all        all     127.0.0.0/8   scram-sha-256
+host      postgres   all     10.0.0.0/8    md5
+`), 0o600)
+	cert, key := filepath.Join(cluster.Info().DataDir, "tls", "router.crt"), filepath.Join(cluster.Info().DataDir, "tls", "router.key")
+	addr := startRouterWith(t, router.Config{HBAFile: file, TLSCertFile: cert, TLSKeyFile: key})
+	for _, tc := range []struct{ dsn, code, message string }{
+		{"postgres:postgres@" + addr + "/postgres?sslmode=disable", "28000",
+			`no pg_hba.conf entry for host "127.0.0.1", user "postgres", database "postgres", no encryption`},
+		{"postgres:postgres@" + addr + "/store?sslmode=disable", "28000",
+			`pg_hba.conf rejects connection for host "127.0.0.1", user "postgres", database "store", no encryption`},
+		{"postgres:wrong@" + addr + "/postgres?sslmode=require", "28P01", `password authentication failed for user "postgres"`},
+		{"postgres:postgres@" + addr + "/postgres?sslmode=require", "", ""},
+		{"trusty@" + addr + "/postgres?sslmode=disable", "", ""},
+	} {
+		conn, err := pgx.Connect(ctx, "postgres://"+tc.dsn)
+		if err == nil {
+			conn.Close(ctx)
+		}
+		pe := pgErr(err)
+		switch {
+		case tc.code == "" && err != nil:
+			t.Errorf("%s: %v", tc.dsn, err)
+		case tc.code != "" && (pe == nil || pe.Code != tc.code || pe.Message != tc.message):
+			t.Errorf("%s: %v, want %s %s", tc.dsn, err, tc.code, tc.message)
+		}
+	}
+	// A bad file stops the router from starting, naming the line.
+	os.WriteFile(file, []byte("host all all all md5\nhost all all all password\n"), 0o600)
+	_, err := router.New(router.Config{ListenAddr: "127.0.0.1:0", Store: cluster.Store(), Secret: cluster.Secret(), HBAFile: file})
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("bad rules: %v", err)
 	}
 }

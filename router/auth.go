@@ -26,8 +26,14 @@ func (c *clientConn) authenticate(ctx context.Context) error {
 	if err != nil {
 		return pgerr.New("08006", "cannot reach the authoritative shard to authenticate: %v", err)
 	}
-	ok, err := c.checkPassword(ctx, r, known)
-	if err != nil {
+	var ok bool
+	if c.admission.method == hbaTrust {
+		// Trusted: no password, but the role must exist, as in Postgres.
+		if !known {
+			return pgerr.New("28000", "role %q does not exist", c.user)
+		}
+		ok = true
+	} else if ok, err = c.checkPassword(ctx, r, known); err != nil {
 		return err
 	}
 	if !ok {
@@ -54,7 +60,10 @@ func (c *clientConn) authenticate(ctx context.Context) error {
 
 // checkPassword runs the exchange the role's secret calls for.
 func (c *clientConn) checkPassword(ctx context.Context, r role, known bool) (bool, error) {
-	if known && len(r.verifier) == 35 && r.verifier[:3] == "md5" {
+	// md5 only for a role whose secret is md5 (and never under a
+	// scram-sha-256 rule): every other role, known or not, is offered
+	// SCRAM-SHA-256, so the offer does not tell whether a role exists.
+	if c.admission.method == hbaMD5 && known && len(r.verifier) == 35 && r.verifier[:3] == "md5" {
 		var salt [4]byte
 		randRead(salt[:])
 		c.out = appendMsg(c.out, 'R', binary.BigEndian.AppendUint32(nil, authMD5), salt[:])

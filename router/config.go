@@ -34,6 +34,10 @@ type Config struct {
 	// router: client connections, logged in or not, beyond which a new
 	// one is refused (53300; default 10000).
 	MaxConnections int
+	// HBAFile, when set, is a file of host-based rules, a subset of
+	// pg_hba.conf (hba.go), read and checked by New; without it every
+	// client may try its password.
+	HBAFile string
 	// RoleCacheTTL is how long fetched roles are trusted before a refresh.
 	RoleCacheTTL time.Duration
 	// PlanCacheSize is how many statement plans are kept.

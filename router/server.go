@@ -35,6 +35,8 @@ type Server struct {
 	shards  *shards
 	buffers *buffers // nil when buffering is disabled
 	roles   roleCache
+	// hba holds the host-based rules; nil: none (hba.go).
+	hba []hbaRule
 	// mockSaltKey keys the salts shown for unknown roles (scram.go).
 	mockSaltKey []byte
 	planner     *planner.Planner
@@ -72,6 +74,13 @@ func New(cfg Config) (*Server, error) {
 		conns:     map[*clientConn]struct{}{},
 		roleConns: map[string]int{},
 		cancels:   map[uint32]*clientConn{},
+	}
+	if cfg.HBAFile != "" {
+		rules, err := loadHBA(cfg.HBAFile)
+		if err != nil {
+			return nil, pgerr.New(pgerr.ConfigFileError, "router host-based rules: %v", err)
+		}
+		s.hba = rules
 	}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
