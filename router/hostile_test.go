@@ -231,4 +231,3 @@ func measureNormalClients(t *testing.T, dsn string, d time.Duration) normalFigur
 	wg.Wait()
 	return f
 }
-
