@@ -95,7 +95,7 @@ func FuzzPreAuth(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 16, 4, 210, 22, 46, 0, 0, 0, 1, 0, 0, 0, 2}) // CancelRequest
 	f.Add([]byte{0, 1, 0, 0, 0, 3, 0, 0})
 	f.Add(append(startupBytes("user", "postgres"), 'p', 0x7f, 0xff, 0xff, 0xff))
-	rules, err := parseHBA("host all alice 127.0.0.1/32 md5\nhost nowhere all all reject\nhost all all all scram-sha-256\n")
+	rules, err := parseHBA("fuzz", "host all alice 127.0.0.1/32 md5\nhost nowhere all all reject\nhost all all all scram-sha-256\n")
 	if err != nil {
 		f.Fatal(err)
 	}

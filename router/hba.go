@@ -50,9 +50,9 @@ func loadHBA(path string) ([]hbaRule, error) {
 	if err != nil {
 		return nil, err
 	}
-	rules, err := parseHBA(string(b))
+	rules, err := parseHBA(path, string(b))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	if len(rules) == 0 {
 		// Postgres refuses an empty pg_hba.conf too: it would refuse
@@ -62,7 +62,8 @@ func loadHBA(path string) ([]hbaRule, error) {
 	return rules, nil
 }
 
-func parseHBA(text string) ([]hbaRule, error) {
+// parseHBA reads rules; each bad line is an error "name:line: why".
+func parseHBA(name, text string) ([]hbaRule, error) {
 	var rules []hbaRule
 	var errs []error
 	for i, line := range strings.Split(text, "\n") {
@@ -75,7 +76,7 @@ func parseHBA(text string) ([]hbaRule, error) {
 		}
 		r, err := parseHBALine(fields)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("line %d: %v", i+1, err))
+			errs = append(errs, fmt.Errorf("%s:%d: %v", name, i+1, err))
 			continue
 		}
 		r.line = i + 1
@@ -165,4 +166,11 @@ func (c *clientConn) checkHBA() (hbaMethod, error) {
 		return rules[i].method, nil
 	}
 	return 0, pgerr.New("28000", "no pg_hba.conf entry for host %q, user %q, database %q, %s", host, c.user, c.database, encryption)
+}
+
+// CheckHBAFile reads and validates a rules file as New will, so that a
+// command can refuse a bad one before it connects to anything.
+func CheckHBAFile(path string) error {
+	_, err := loadHBA(path)
+	return err
 }

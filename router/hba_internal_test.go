@@ -7,7 +7,7 @@ import (
 
 // TestHBAValidation: every bad line is named, by number, in one error.
 func TestHBAValidation(t *testing.T) {
-	rules, err := parseHBA(`# comment
+	rules, err := parseHBA("hba.conf", `# comment
 host      all   all      127.0.0.1/32  scram-sha-256
 hostssl   a,b   x        all           md5   # trailing comment
 local     all   all                    trust
@@ -20,8 +20,8 @@ host      all   all
 	if len(rules) != 2 || rules[1].databases[1] != "b" || rules[1].ssl != "ssl" {
 		t.Errorf("rules: %+v", rules)
 	}
-	for _, want := range []string{"line 4: connection type \"local\"", "line 5: invalid address", "line 6: invalid authentication method \"password\"",
-		"line 7: authentication options", "line 8: invalid connection type", "line 9: want TYPE"} {
+	for _, want := range []string{"hba.conf:4: connection type \"local\"", "hba.conf:5: invalid address", "hba.conf:6: invalid authentication method \"password\"",
+		"hba.conf:7: authentication options", "hba.conf:8: invalid connection type", "hba.conf:9: want TYPE"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
 		}
