@@ -45,7 +45,8 @@ func (c *clientConn) authenticate(ctx context.Context) error {
 	if !r.canLogin {
 		return pgerr.New("28000", "role %q is not permitted to log in", c.user)
 	}
-	if !r.validUntil.IsZero() && time.Now().After(r.validUntil) {
+	// VALID UNTIL bounds the password, so trust ignores it, as in Postgres.
+	if c.admission.method != hbaTrust && !r.validUntil.IsZero() && time.Now().After(r.validUntil) {
 		return pgerr.New("28P01", "password authentication failed for user %q", c.user)
 	}
 	if err := c.srv.countRole(c, c.user, r); err != nil {
