@@ -25,6 +25,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzCanonical -fuzztime 30s ./topo/shardfunc/
 	$(GO) test -run XXX -fuzz FuzzIntFormatsAgree -fuzztime 15s ./topo/shardfunc/
 	$(GO) test -run XXX -fuzz FuzzClientMessages -fuzztime 30s ./router/
+	$(GO) test -run XXX -fuzz FuzzPreAuth -fuzztime 30s ./router/
 	$(GO) test -run XXX -fuzz FuzzPlan -fuzztime 30s ./router/planner/
 	$(GO) test -run XXX -fuzz FuzzSplitInsert -fuzztime 30s ./router/planner/
 	$(GO) test -run XXX -fuzz FuzzDemoteFatal -fuzztime 15s ./sidecar/

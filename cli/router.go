@@ -30,6 +30,11 @@ you like against one cluster.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if cfg.HBAFile != "" {
+				if err := router.CheckHBAFile(cfg.HBAFile); err != nil {
+					return fmt.Errorf("router host-based rules: %w", err)
+				}
+			}
 			if err := serveDebug(debugAddr); err != nil {
 				return err
 			}
@@ -62,6 +67,9 @@ you like against one cluster.`,
 	cmd.Flags().StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:6432", "address clients connect to")
 	cmd.Flags().StringVar(&cfg.TLSCertFile, "tls-cert", "", "certificate for client SSL")
 	cmd.Flags().StringVar(&cfg.TLSKeyFile, "tls-key", "", "key for client SSL")
+	cmd.Flags().DurationVar(&cfg.AuthTimeout, "auth-timeout", time.Minute, "how long a client has from connecting to logging in (Postgres's authentication_timeout)")
+	cmd.Flags().IntVar(&cfg.MaxConnections, "max-connections", 10000, "client connections this router accepts, logged in or not (Postgres's max_connections)")
+	cmd.Flags().StringVar(&cfg.HBAFile, "hba-file", "", "file of host-based rules, a subset of pg_hba.conf (docs/router.md); without it every client may try its password")
 	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)
 	debugFlag(cmd, &debugAddr)
 	return cmd

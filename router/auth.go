@@ -22,25 +22,35 @@ const (
 // stored secret is md5. A wrong password, an unknown role and a role
 // without a password all look the same to the client (28P01).
 func (c *clientConn) authenticate(ctx context.Context) error {
-	r, known, dbExists, err := c.srv.roles.get(ctx, c.user, c.database, false)
+	r, known, dbExists, err := c.srv.roles.get(ctx, c.user, c.database)
 	if err != nil {
 		return pgerr.New("08006", "cannot reach the authoritative shard to authenticate: %v", err)
 	}
-	ok, err := c.checkPassword(ctx, r, known)
-	if err != nil {
+	var ok bool
+	if c.admission.method == hbaTrust {
+		// Trusted: no password, but the role must exist, as in Postgres.
+		if !known {
+			return pgerr.New("28000", "role %q does not exist", c.user)
+		}
+		ok = true
+	} else if ok, err = c.checkPassword(ctx, r, known); err != nil {
 		return err
 	}
 	if !ok {
-		// The password may have changed since the roles were fetched: the
-		// next attempt reads them afresh.
-		c.srv.roles.invalidate()
+		// The password may have changed since the roles were fetched: a
+		// next attempt reads them afresh (at most once a refreshInterval).
+		c.srv.roles.missed()
 		return pgerr.New("28P01", "password authentication failed for user %q", c.user)
 	}
 	if !r.canLogin {
 		return pgerr.New("28000", "role %q is not permitted to log in", c.user)
 	}
-	if !r.validUntil.IsZero() && time.Now().After(r.validUntil) {
+	// VALID UNTIL bounds the password, so trust ignores it, as in Postgres.
+	if c.admission.method != hbaTrust && !r.validUntil.IsZero() && time.Now().After(r.validUntil) {
 		return pgerr.New("28P01", "password authentication failed for user %q", c.user)
+	}
+	if err := c.srv.countRole(c, c.user, r); err != nil {
+		return err
 	}
 	if !dbExists {
 		return pgerr.New("3D000", "database %q does not exist", c.database)
@@ -51,7 +61,10 @@ func (c *clientConn) authenticate(ctx context.Context) error {
 
 // checkPassword runs the exchange the role's secret calls for.
 func (c *clientConn) checkPassword(ctx context.Context, r role, known bool) (bool, error) {
-	if known && len(r.verifier) == 35 && r.verifier[:3] == "md5" {
+	// md5 only for a role whose secret is md5 (and never under a
+	// scram-sha-256 rule): every other role, known or not, is offered
+	// SCRAM-SHA-256, so the offer does not tell whether a role exists.
+	if c.admission.method == hbaMD5 && known && len(r.verifier) == 35 && r.verifier[:3] == "md5" {
 		var salt [4]byte
 		randRead(salt[:])
 		c.out = appendMsg(c.out, 'R', binary.BigEndian.AppendUint32(nil, authMD5), salt[:])
@@ -65,7 +78,7 @@ func (c *clientConn) checkPassword(ctx context.Context, r role, known bool) (boo
 		}
 		return md5Matches(r.verifier, salt, pw), nil
 	}
-	v := mockVerifier()
+	v := mockVerifier(c.srv.mockSaltKey, c.user)
 	real := false
 	if known {
 		if parsed, err := parseSCRAMVerifier(r.verifier); err == nil {

@@ -24,8 +24,20 @@ type Config struct {
 	// AdminUser and AdminDatabase are what the router uses for its own
 	// queries on the authoritative shard (roles, catalog).
 	AdminUser, AdminDatabase string
-	// MaxMessageSize bounds one client message.
+	// MaxMessageSize bounds one client message once it has logged in
+	// (before, Postgres's limits apply: startup.go).
 	MaxMessageSize int
+	// AuthTimeout is Postgres's authentication_timeout: how long a
+	// client has from connecting to logging in (default 1 minute).
+	AuthTimeout time.Duration
+	// MaxConnections is Postgres's max_connections, counted on this
+	// router: client connections, logged in or not, beyond which a new
+	// one is refused (53300; default 10000).
+	MaxConnections int
+	// HBAFile, when set, is a file of host-based rules, a subset of
+	// pg_hba.conf (hba.go), read and checked by New; without it every
+	// client may try its password.
+	HBAFile string
 	// RoleCacheTTL is how long fetched roles are trusted before a refresh.
 	RoleCacheTTL time.Duration
 	// PlanCacheSize is how many statement plans are kept.
@@ -52,6 +64,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = 256 << 20
+	}
+	if c.AuthTimeout == 0 {
+		c.AuthTimeout = time.Minute
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = 10000
 	}
 	if c.RoleCacheTTL == 0 {
 		c.RoleCacheTTL = 5 * time.Second
@@ -82,6 +100,13 @@ func (c Config) validate() error {
 	}
 	if c.MaxMessageSize < 1<<16 {
 		errs = append(errs, errors.New("the message size limit must be at least 64 KiB"))
+	}
+	if c.AuthTimeout < time.Second || c.AuthTimeout > 10*time.Minute {
+		// Postgres's bounds for authentication_timeout.
+		errs = append(errs, errors.New("the authentication timeout must be between 1s and 10m"))
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, errors.New("the connection limit must be at least 1"))
 	}
 	if err := c.Buffer.validate(); err != nil {
 		errs = append(errs, err)

@@ -47,6 +47,8 @@ type clientConn struct {
 
 	user, database string
 	pid, secretKey uint32
+	// admission is what the connection counts for (admission.go).
+	admission admission
 
 	settings sessionSettings
 	stmts    map[string]*prepared // named prepared statements
@@ -95,7 +97,7 @@ func newClientConn(srv *Server, nc net.Conn) *clientConn {
 	return &clientConn{
 		srv:      srv,
 		nc:       nc,
-		rd:       reader{r: bufio.NewReaderSize(nc, 16<<10), max: srv.cfg.MaxMessageSize},
+		rd:       reader{r: bufio.NewReaderSize(nc, 16<<10), max: maxAuthMessage, preAuth: true},
 		w:        bufio.NewWriterSize(nc, 32<<10),
 		stmts:    map[string]*prepared{},
 		portals:  map[string]string{},
@@ -116,15 +118,8 @@ func (c *clientConn) serve() {
 			c.fatal(pgerr.New(pgerr.InternalError, "internal error in the router: %v", p))
 		}
 	}()
-	if err := c.startup(); err != nil {
-		if err != errCancelHandled && !isDisconnect(err) {
-			c.fatal(err)
-		}
-		return
-	}
 	ctx := context.Background()
-	if err := c.authenticate(ctx); err != nil {
-		c.fatal(err)
+	if !c.admit(ctx) {
 		return
 	}
 	if err := c.sendSessionStart(ctx); err != nil {

@@ -14,8 +14,9 @@
 // CancelRequest, which reaches a session only through its cancel key.
 //
 // Files: server.go (listener, lifecycle, registration, admin queries),
-// startup.go (startup packet, TLS, cancel), auth.go and scram.go
-// (authentication), roles.go (role cache), shards.go (sidecar discovery),
+// startup.go (startup packet, TLS, cancel), admission.go (timeout and
+// limits before a session), hba.go (host-based rules), auth.go and
+// scram.go (authentication), roles.go (role cache), shards.go (sidecar discovery),
 // conn.go (the message loop and backend streams), simple.go and
 // extended.go (the two query protocols), route.go and routed.go (from a
 // plan to targets), exec.go (running a statement on one, several or all

@@ -54,12 +54,21 @@ func parseSCRAMVerifier(s string) (*scramVerifier, error) {
 
 // mockVerifier stands in for a role that does not exist or has no SCRAM
 // secret, so the exchange looks the same and reveals nothing; it can never
-// succeed.
-func mockVerifier() *scramVerifier {
-	v := &scramVerifier{iterations: 4096, salt: make([]byte, 16), storedKey: make([]byte, 32), serverKey: make([]byte, 32)}
-	rand.Read(v.salt)
+// succeed. As Postgres's scram_mock_salt, its salt is derived from the
+// role's name, keyed (with mockSaltKey) by the cluster secret, so that
+// every attempt, on every router, shows the same salt for the same name,
+// as a real role's does.
+func mockVerifier(key []byte, user string) *scramVerifier {
+	v := &scramVerifier{iterations: 4096, storedKey: make([]byte, 32), serverKey: make([]byte, 32)}
+	v.salt = hmacSHA256(key, user)[:16]
 	rand.Read(v.storedKey)
+	rand.Read(v.serverKey)
 	return v
+}
+
+// mockSaltKey derives the key of mock salts from the cluster secret.
+func mockSaltKey(secret string) []byte {
+	return hmacSHA256([]byte(secret), "tessera scram mock salt")
 }
 
 // scramServer runs the server side of one SCRAM-SHA-256 exchange

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,17 +35,25 @@ type Server struct {
 	shards  *shards
 	buffers *buffers // nil when buffering is disabled
 	roles   roleCache
-	planner *planner.Planner
-	schema  *schemaCache
+	// hba holds the host-based rules; nil: none (hba.go).
+	hba []hbaRule
+	// mockSaltKey keys the salts shown for unknown roles (scram.go).
+	mockSaltKey []byte
+	planner     *planner.Planner
+	schema      *schemaCache
 
 	// single caches, per topology revision, the topology's one shard
 	// when it has exactly one.
 	single atomic.Pointer[singleShard]
 
-	mu      sync.Mutex
-	conns   map[*clientConn]struct{}
-	cancels map[uint32]*clientConn // by BackendKeyData process id
-	closing bool
+	mu    sync.Mutex
+	conns map[*clientConn]struct{}
+	// counted is how many of conns count against MaxConnections, and
+	// roleConns how many logged in as each role (admission.go).
+	counted   int
+	roleConns map[string]int
+	cancels   map[uint32]*clientConn // by BackendKeyData process id
+	closing   bool
 
 	reg    *store.Registration
 	cancel context.CancelFunc
@@ -58,12 +67,20 @@ func New(cfg Config) (*Server, error) {
 		return nil, pgerr.New(pgerr.ConfigFileError, "router: %v", err)
 	}
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		shards:  newShards(cfg.Secret, cfg.SidecarTLS, cfg.InProcessSidecars),
-		planner: planner.New(cfg.PlanCacheSize),
-		conns:   map[*clientConn]struct{}{},
-		cancels: map[uint32]*clientConn{},
+		cfg:       cfg,
+		log:       cfg.Logger,
+		shards:    newShards(cfg.Secret, cfg.SidecarTLS, cfg.InProcessSidecars),
+		planner:   planner.New(cfg.PlanCacheSize),
+		conns:     map[*clientConn]struct{}{},
+		roleConns: map[string]int{},
+		cancels:   map[uint32]*clientConn{},
+	}
+	if cfg.HBAFile != "" {
+		rules, err := loadHBA(cfg.HBAFile)
+		if err != nil {
+			return nil, pgerr.New(pgerr.ConfigFileError, "router host-based rules: %v", err)
+		}
+		s.hba = rules
 	}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
@@ -76,6 +93,7 @@ func New(cfg Config) (*Server, error) {
 		s.buffers = newBuffers(cfg.Buffer, s.shards)
 	}
 	s.roles = roleCache{ttl: cfg.RoleCacheTTL, fetch: s.fetchRoles}
+	s.mockSaltKey = mockSaltKey(cfg.Secret)
 	s.schema = newSchemaCache(s)
 	return s, nil
 }
@@ -142,6 +160,12 @@ func (s *Server) accept() {
 			nc.Close()
 			return
 		}
+		if len(s.conns) >= 2*s.cfg.MaxConnections {
+			s.mu.Unlock()
+			refuseAtOnce(nc)
+			continue
+		}
+		s.countConnection(c)
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(1)
@@ -150,6 +174,7 @@ func (s *Server) accept() {
 			c.serve()
 			s.mu.Lock()
 			delete(s.conns, c)
+			s.uncountConnection(c)
 			if c.pid != 0 {
 				delete(s.cancels, c.pid)
 			}
@@ -326,21 +351,24 @@ func (s *Server) runAdminQuery(ctx context.Context, shard, database, sql string)
 
 // fetchRoles reads pg_authid and pg_database.
 func (s *Server) fetchRoles(ctx context.Context) (map[string]role, map[string]bool, error) {
-	rows, err := s.adminQuery(ctx, s.cfg.AdminDatabase, `SELECT 'r', rolname, coalesce(rolpassword, ''), rolcanlogin::text, coalesce(extract(epoch from rolvaliduntil)::bigint::text, '') FROM pg_authid
-		UNION ALL SELECT 'd', datname, '', '', '' FROM pg_database WHERE datallowconn`)
+	rows, err := s.adminQuery(ctx, s.cfg.AdminDatabase, `SELECT 'r', rolname, coalesce(rolpassword, ''), rolcanlogin::text, coalesce(extract(epoch from rolvaliduntil)::bigint::text, ''), rolconnlimit::text, rolsuper::text FROM pg_authid
+		UNION ALL SELECT 'd', datname, '', '', '', '', '' FROM pg_database WHERE datallowconn`)
 	if err != nil {
 		return nil, nil, err
 	}
 	roles, dbs := map[string]role{}, map[string]bool{}
 	for _, r := range rows {
-		if len(r) != 5 {
+		if len(r) != 7 {
 			continue
 		}
 		if r[0] == "d" {
 			dbs[r[1]] = true
 			continue
 		}
-		ro := role{verifier: r[2], canLogin: r[3] == "true"}
+		ro := role{verifier: r[2], canLogin: r[3] == "true", connLimit: -1, superuser: r[6] == "true"}
+		if n, err := strconv.Atoi(r[5]); err == nil {
+			ro.connLimit = n
+		}
 		if r[4] != "" {
 			var secs int64
 			for _, c := range r[4] {

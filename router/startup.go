@@ -17,7 +17,13 @@ const (
 	sslRequest    = 80877103
 	gssencRequest = 80877104
 	cancelRequest = 80877102
-	maxStartup    = 10000
+	// maxStartup is Postgres's MAX_STARTUP_PACKET_LENGTH.
+	maxStartup = 10000
+	// maxAuthMessage bounds a message before authentication succeeds, as
+	// Postgres's PG_MAX_AUTH_TOKEN_LENGTH (65535 with the length word):
+	// a client that has not logged in cannot make the router read or
+	// allocate more.
+	maxAuthMessage = 65535 - 4
 )
 
 var errCancelHandled = pgerr.New(pgerr.ProtocolViolation, "cancel request handled")
@@ -36,7 +42,7 @@ func (c *clientConn) startup() error {
 		n := int(binary.BigEndian.Uint32(hdr[:4]))
 		code := binary.BigEndian.Uint32(hdr[4:])
 		if n < 8 || n > maxStartup {
-			return pgerr.New(pgerr.ProtocolViolation, "invalid startup packet length %d", n)
+			return pgerr.New(pgerr.ProtocolViolation, "invalid length of startup packet")
 		}
 		body := make([]byte, n-8)
 		if _, err := io.ReadFull(c.rd.r, body); err != nil {

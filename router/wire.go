@@ -14,8 +14,11 @@ import (
 type reader struct {
 	r   *bufio.Reader
 	buf []byte
-	max int     // largest message accepted
-	hdr [5]byte // a field, not a local: io.ReadFull would move a local to the heap
+	max int // largest message accepted
+	// preAuth: the client has not authenticated yet, so max is
+	// maxAuthMessage and a longer message is a protocol violation.
+	preAuth bool
+	hdr     [5]byte // a field, not a local: io.ReadFull would move a local to the heap
 }
 
 // next returns the next message's type and body.
@@ -29,6 +32,11 @@ func (r *reader) next() (byte, []byte, error) {
 		return 0, nil, pgerr.New(pgerr.ProtocolViolation, "invalid message length %d", n)
 	}
 	if n-4 > r.max {
+		if r.preAuth {
+			// Postgres's words for an authentication message over
+			// PG_MAX_AUTH_TOKEN_LENGTH; the body is never read.
+			return 0, nil, pgerr.New(pgerr.ProtocolViolation, "invalid message length")
+		}
 		return 0, nil, pgerr.New("54000", "message of %d bytes exceeds the %d allowed", n, r.max)
 	}
 	if cap(r.buf) < n+1 {
