@@ -1,7 +1,10 @@
 // Package workflows holds Tessera's operations as durable Temporal
-// workflows: failover, switchover, MoveTables, Reshard, OnlineDDL and
-// cutover. Each step is an activity from package activities, so a workflow
-// resumes where it stopped after any crash.
+// workflows: failover, switchover, durability, rejoin, repair, and Reshard
+// up to its cutover (reshard.go; the cutover, MoveTables and OnlineDDL are
+// planned). Each step is an activity (package activities, or for Reshard
+// package replicator/actions, called by name so that this package does not
+// link the Replicator), so a workflow resumes where it stopped after any
+// crash.
 //
 // For high availability it owns the decisions: which replica to promote
 // (candidate.go), in what order to fence, promote, publish and repoint
