@@ -317,7 +317,7 @@ func (c *clientConn) bind(msg []byte) error {
 	case kindSet:
 		c.batch.sets = append(c.batch.sets, r)
 	}
-	if r.relations != nil || r.declares != "" {
+	if r.relations != nil || r.declares != "" || r.deallocates {
 		c.batch.notes = append(c.batch.notes, r)
 	}
 	switch r.kind {

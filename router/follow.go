@@ -70,4 +70,9 @@ func (c *clientConn) noteSuccess(r *routed) {
 	if r.declares != "" {
 		c.noteCursor(r.declares, r.shards[0])
 	}
+	if r.deallocates && r.deallocName == "" {
+		// DEALLOCATE ALL and DISCARD ALL drop the statements of the
+		// protocol too (the shards know them by other names).
+		clear(c.stmts)
+	}
 }

@@ -29,6 +29,10 @@ type Statement struct {
 	// PREPARED and ROLLBACK PREPARED, the cursor of DECLARE, FETCH, MOVE and
 	// CLOSE, the prepared statement of PREPARE, EXECUTE and DEALLOCATE.
 	Name string
+	// Deallocates: DEALLOCATE Name, or DEALLOCATE ALL and DISCARD ALL
+	// (Name empty), which forget the session's prepared statements,
+	// those of the protocol included.
+	Deallocates bool
 
 	// Route says how the target shards are chosen.
 	Route RouteKind
