@@ -75,3 +75,37 @@ func TestPgxPreparesAgainAfterDeallocate(t *testing.T) {
 		}
 	})
 }
+
+// TestPgxRecoversWhenAResultTypeChanges: after ALTER TABLE changes the
+// result type of a statement pgx has cached, the next query fails with
+// 0A000 as on Postgres, and pgx, which then prepares it again, recovers
+// (issue #19).
+func TestPgxRecoversWhenAResultTypeChanges(t *testing.T) {
+	bothWays(t, "pgx_alter", func(t *testing.T, conn *pgx.Conn) {
+		ctx := context.Background()
+		mustExec(t, conn, "DROP TABLE IF EXISTS widgets", "CREATE TABLE widgets (id int PRIMARY KEY, name text)",
+			"INSERT INTO widgets VALUES (1, 'one')")
+		read := func() (string, error) {
+			var name string
+			err := conn.QueryRow(ctx, "SELECT * FROM widgets WHERE id = $1", 1).Scan(new(int), &name)
+			return name, err
+		}
+		for i := 0; i < 3; i++ {
+			if _, err := read(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustExec(t, conn, "ALTER TABLE widgets ADD COLUMN extra int")
+		_, err := read()
+		if sqlstate(err) != "0A000" {
+			t.Fatalf("first read after ALTER: %v, want 0A000", err)
+		}
+		for i := 0; i < 3; i++ {
+			var id, extra *int
+			var name string
+			if err := conn.QueryRow(ctx, "SELECT * FROM widgets WHERE id = $1", 1).Scan(&id, &name, &extra); err != nil || name != "one" {
+				t.Fatalf("read %d after recovery: %q, %v", i, name, err)
+			}
+		}
+	})
+}
