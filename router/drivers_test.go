@@ -76,3 +76,11 @@ func TestPsycopgRollsBackAfterAnError(t *testing.T) {
 	needPsycopg(t)
 	compareDriver(t, "psycopg_rollback", python, "psycopg_rollback.py")
 }
+
+// TestNodePostgresPreparedStatementsAreListed: a statement node-postgres
+// prepares by name once and binds many times is in pg_prepared_statements
+// for the session (issue #19).
+func TestNodePostgresPreparedStatementsAreListed(t *testing.T) {
+	needNodePostgres(t)
+	compareDriver(t, "node_prepared", "node", "node_prepared.js")
+}

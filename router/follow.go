@@ -73,6 +73,9 @@ func (c *clientConn) noteSuccess(r *routed) {
 	if r.deallocates && r.deallocName == "" {
 		// DEALLOCATE ALL and DISCARD ALL drop the statements of the
 		// protocol too (the shards know them by other names).
+		for _, p := range c.stmts {
+			c.forgetOwn(p)
+		}
 		clear(c.stmts)
 	}
 }

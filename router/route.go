@@ -206,6 +206,7 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		r.shards = ar.shards
 	}
 	r.deallocates, r.deallocName = st.Deallocates, st.Name
+	r.preparedView = st.SessionState&planner.PreparedView != 0
 	if st.Declares && r.mode == routeOne {
 		r.declares = st.Name
 	}

@@ -71,6 +71,8 @@ type routed struct {
 	// them (DEALLOCATE ALL, DISCARD ALL) when it is empty.
 	deallocates bool
 	deallocName string
+	// preparedView: reads pg_prepared_statements (ownnames.go).
+	preparedView bool
 	// elsewhere: what the shards after the first run instead
 	// (planner.Statement.Elsewhere).
 	elsewhere string

@@ -280,6 +280,7 @@ const (
 	AdvisoryLock                           // session-level pg_advisory_lock and friends, and their unlock functions
 	SessionConfig                          // set_config(name, value, is_local) unless is_local is literally true
 	Load                                   // LOAD
+	PreparedView                           // reads pg_prepared_statements (with Prepared)
 )
 
 var sessionNames = [...]string{"temp table", "prepared statement", "cursor with hold", "listen", "advisory lock", "set_config", "load"}
