@@ -49,7 +49,7 @@ func (c *clientConn) showOwnStatements(b *backendSession, shard string) {
 			fe = appendMsg(fe, 'C', []byte{'S'}, cstr(name))
 		}
 		fe = append(fe, 'S', 0, 0, 0, 4)
-		if _, _, err := c.quiet(b, &pb.Batch{Mode: pb.Mode_SESSION, Frontend: fe}); err == nil {
+		if c.runOwn(b, fe) == nil {
 			delete(c.ownClosed, shard)
 		}
 	}
@@ -69,11 +69,35 @@ func (c *clientConn) prepareOwn(b *backendSession, shard string, p *prepared) bo
 	fe := appendMsg(nil, 'C', []byte{'S'}, cstr(p.name))
 	fe = appendMsg(fe, 'P', cstr(p.name), cstr(p.sql), paramTypes(p.oids))
 	fe = append(fe, 'S', 0, 0, 0, 4)
-	if _, _, err := c.quiet(b, &pb.Batch{Mode: pb.Mode_SESSION, Frontend: fe}); err != nil {
+	if c.runOwn(b, fe) != nil {
 		return false
 	}
 	p.ownShards = append(p.ownShards, shard)
 	return true
+}
+
+// runOwn runs the router's own Close and Parse messages on b, a pinned
+// backend, dropping their answer but for what the backend says unasked
+// (a notification for a session that listens), which goes to the client.
+func (c *clientConn) runOwn(b *backendSession, frontend []byte) error {
+	var first error
+	_, err := c.run(b, &pb.Batch{Mode: pb.Mode_SESSION, Frontend: frontend}, func(chunk []byte, _ bool) error {
+		return backendMessages(chunk, func(typ byte, msg []byte) error {
+			switch typ {
+			case 'E':
+				if first == nil {
+					first = parseError(msg)
+				}
+			case 'A', 'N':
+				c.out = append(c.out, msg...)
+			}
+			return nil
+		})
+	})
+	if err == nil {
+		err = first
+	}
+	return err
 }
 
 // forgetOwn notes that the client closed p: the backends that have it
