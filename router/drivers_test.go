@@ -47,6 +47,11 @@ func needNodePostgres(t *testing.T) {
 func compareDriver(t *testing.T, db string, argv ...string) {
 	t.Helper()
 	viaRouter, viaPostgres := driverDatabase(t, db)
+	compareDriverOn(t, viaRouter, viaPostgres, argv...)
+}
+
+func compareDriverOn(t *testing.T, viaRouter, viaPostgres string, argv ...string) {
+	t.Helper()
 	run := func(dsn string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -75,6 +80,10 @@ func compareDriver(t *testing.T, db string, argv ...string) {
 func TestPsycopgRollsBackAfterAnError(t *testing.T) {
 	needPsycopg(t)
 	compareDriver(t, "psycopg_rollback", python, "psycopg_rollback.py")
+	// The store database, whose sharded customers spread a transaction
+	// over several shards, against shard-0's copy of it directly.
+	mustExec(t, connect(t, "store"), "CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)")
+	compareDriverOn(t, dsn("store"), shardDSN(t, "shard-0", "store"), python, "psycopg_rollback_shards.py")
 }
 
 // TestNodePostgresPreparedStatementsAreListed: a statement node-postgres

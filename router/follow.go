@@ -70,6 +70,12 @@ func (c *clientConn) noteSuccess(r *routed) {
 	if r.declares != "" {
 		c.noteCursor(r.declares, r.shards[0])
 	}
+	if p := c.stmts[r.deallocName]; r.deallocates && r.deallocName != "" && p != nil {
+		// In the extended protocol (the simple one's is the router's to
+		// answer): a pinned backend had it under the client's name.
+		c.forgetOwn(p)
+		delete(c.stmts, r.deallocName)
+	}
 	if r.deallocates && r.deallocName == "" {
 		// DEALLOCATE ALL and DISCARD ALL drop the statements of the
 		// protocol too (the shards know them by other names).
