@@ -149,8 +149,7 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 			c.out = appendError(c.out, "ERROR", errAborted)
 			return true, nil
 		}
-		c.forgetOwn(c.stmts[r.deallocName])
-		delete(c.stmts, r.deallocName)
+		c.deallocated(r.deallocName)
 		c.out = appendCommandComplete(c.out, "DEALLOCATE")
 		return false, nil
 	case kindExplain:
