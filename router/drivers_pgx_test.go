@@ -73,6 +73,19 @@ func TestPgxPreparesAgainAfterDeallocate(t *testing.T) {
 				t.Fatalf("Parse after %s: %v", sql, err)
 			}
 		}
+		// The unnamed statement, bound in a later batch than its Parse
+		// (pgx's describe-exec mode), runs on the shard by a content
+		// name: after DEALLOCATE ALL the shard has it no more.
+		describeExec := func(step string) {
+			t.Helper()
+			var n int
+			if err := conn.QueryRow(ctx, "SELECT $1::int * 2", pgx.QueryExecModeDescribeExec, 21).Scan(&n); err != nil || n != 42 {
+				t.Fatalf("%s: %d, %v", step, n, err)
+			}
+		}
+		describeExec("before DEALLOCATE ALL")
+		mustExec(t, conn, "DEALLOCATE ALL")
+		describeExec("after DEALLOCATE ALL")
 	})
 }
 
