@@ -52,8 +52,11 @@ type clientConn struct {
 
 	settings sessionSettings
 	stmts    map[string]*prepared // named prepared statements
-	unnamed  *prepared
-	portals  map[string]string // portal name -> shard it was bound on
+	// ownClosed: per shard, statements the client closed that its
+	// pinned backend has under the client's names (ownnames.go).
+	ownClosed map[string][]string
+	unnamed   *prepared
+	portals   map[string]string // portal name -> shard it was bound on
 	// authRels are relations this session made that exist on the
 	// authoritative shard only (follow.go).
 	authRels map[string]bool

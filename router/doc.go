@@ -18,8 +18,9 @@
 // limits before a session), hba.go (host-based rules), auth.go and
 // scram.go (authentication), roles.go (role cache), shards.go (sidecar discovery),
 // conn.go (the message loop and backend streams), simple.go and
-// extended.go (the two query protocols), route.go and routed.go (from a
-// plan to targets), exec.go (running a statement on one, several or all
+// extended.go (the two query protocols), ownnames.go (a pinned session's
+// prepared statements under the client's names), route.go and routed.go
+// (from a plan to targets), exec.go (running a statement on one, several or all
 // shards), forward.go (passing answers through, merging scatter answers),
 // txn.go (transactions), follow.go (the relations and cursors a session
 // made, and where they are), settings.go (SET/SHOW and Tessera's settings),

@@ -115,6 +115,9 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 		if c.sessionPinned {
 			mode = pb.Mode_SESSION
 		}
+		if r.preparedView {
+			c.showOwnStatements(b, shard)
+		}
 		// The forwarder, its emit function and the batch are the
 		// connection's, reused: one statement at a time runs here, and
 		// the hot path allocated all three per statement.

@@ -14,11 +14,15 @@ import (
 // derived from its text and parameter types, so any backend that serves
 // the session can have it (the sidecar prepares it where missing).
 type prepared struct {
+	name  string // the client's; "" for the unnamed statement
 	sql   string
 	oids  []uint32
 	stmt  *plannedStmt
 	proto *pb.PreparedStatement // nil for the unnamed statement
 	named *pb.PreparedStatement // the unnamed one's content name, made when needed
+	// ownShards: the shards whose pinned backend has the statement under
+	// the client's name (ownnames.go).
+	ownShards []string
 }
 
 // extBatch gathers extended-protocol messages up to Sync. Messages for one
@@ -166,6 +170,7 @@ func (c *clientConn) parse(msg []byte) error {
 	if c.stmts[name] != nil {
 		return pgerr.New("42P05", "prepared statement %q already exists", name)
 	}
+	p.name = name
 	p.proto = &pb.PreparedStatement{Name: planner.StatementName(sql, oids), Query: sql, ParamOids: oids}
 	c.stmts[name] = p
 	// The router answers a named Parse itself. After messages bound for a
@@ -317,7 +322,7 @@ func (c *clientConn) bind(msg []byte) error {
 	case kindSet:
 		c.batch.sets = append(c.batch.sets, r)
 	}
-	if r.relations != nil || r.declares != "" {
+	if r.relations != nil || r.declares != "" || r.deallocates {
 		c.batch.notes = append(c.batch.notes, r)
 	}
 	switch r.kind {
@@ -347,15 +352,18 @@ func (c *clientConn) bind(msg []byte) error {
 	}
 	if proto != nil {
 		// Rewrite the statement name; the parameter frames stay as sent.
+		shardName, own := c.shardName(p, r, proto)
 		start := len(c.batch.frontend)
 		c.batch.frontend = append(c.batch.frontend, 'B', 0, 0, 0, 0)
 		c.batch.frontend = append(c.batch.frontend, portal...)
 		c.batch.frontend = append(c.batch.frontend, 0)
-		c.batch.frontend = append(c.batch.frontend, proto.Name...)
+		c.batch.frontend = append(c.batch.frontend, shardName...)
 		c.batch.frontend = append(c.batch.frontend, 0)
 		c.batch.frontend = append(c.batch.frontend, msg[rest:]...)
 		binary.BigEndian.PutUint32(c.batch.frontend[start+1:], uint32(len(c.batch.frontend)-start-1))
-		c.use(proto)
+		if !own {
+			c.use(proto)
+		}
 	} else {
 		c.batch.frontend = append(c.batch.frontend, msg...)
 	}
@@ -425,8 +433,11 @@ func (c *clientConn) describe(msg []byte) error {
 			proto = p.contentProto() // as in bind
 		}
 		if proto != nil {
-			c.batch.frontend = appendMsg(c.batch.frontend, 'D', []byte{'S'}, cstr(proto.Name))
-			c.use(proto)
+			shardName, own := c.shardName(p, c.batch.r, proto)
+			c.batch.frontend = appendMsg(c.batch.frontend, 'D', []byte{'S'}, cstr(shardName))
+			if !own {
+				c.use(proto)
+			}
 			c.batch.backend = true
 			return nil
 		}
@@ -451,7 +462,10 @@ func (c *clientConn) closeMsg(msg []byte) error {
 	if msg[5] == 'S' && name != "" {
 		// The shards keep the statement (others may share it); closing a
 		// name no backend has gives CloseComplete in its place.
-		delete(c.stmts, name)
+		if p := c.stmts[name]; p != nil {
+			c.forgetOwn(p)
+			delete(c.stmts, name)
+		}
 		c.batch.frontend = appendMsg(c.batch.frontend, 'C', []byte{'S'}, cstr("tessera_closed"))
 	} else {
 		if msg[5] == 'S' {

@@ -62,7 +62,8 @@ func (c *clientConn) noteCursor(name, shard string) {
 }
 
 // noteSuccess records what a statement that ran without error leaves for
-// the session to follow: the relations DDL made or dropped, a cursor.
+// the session to follow: the relations DDL made or dropped, a cursor, the
+// prepared statements DEALLOCATE dropped.
 func (c *clientConn) noteSuccess(r *routed) {
 	if r.relations != nil {
 		c.noteRelations(r.relations, r.onAuthOnly)
@@ -70,4 +71,27 @@ func (c *clientConn) noteSuccess(r *routed) {
 	if r.declares != "" {
 		c.noteCursor(r.declares, r.shards[0])
 	}
+	if r.deallocates {
+		c.deallocated(r.deallocName)
+	}
+}
+
+// deallocated forgets a statement DEALLOCATE dropped, or (name empty)
+// every one, after DEALLOCATE ALL or DISCARD ALL, which drop the
+// statements of the protocol too (the shards know them by other names).
+// The simple protocol's DEALLOCATE of a statement of the protocol is the
+// router's to answer (kindDeallocate); in the extended protocol it
+// succeeds on a pinned backend that had it under the client's name.
+func (c *clientConn) deallocated(name string) {
+	if name != "" {
+		if p := c.stmts[name]; p != nil {
+			c.forgetOwn(p)
+			delete(c.stmts, name)
+		}
+		return
+	}
+	for _, p := range c.stmts {
+		c.forgetOwn(p)
+	}
+	clear(c.stmts)
 }

@@ -162,6 +162,9 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		r.ddl = true
 		r.roles = isRoleDDL(st.SQL)
 	}
+	if st.Deallocates && st.Name != "" && c.stmts[st.Name] != nil {
+		r.kind = kindDeallocate
+	}
 	switch st.Route {
 	case planner.Shard:
 		shards, err := st.Shards(params.planner())
@@ -202,6 +205,8 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		ar := c.authoritativeRoute()
 		r.shards = ar.shards
 	}
+	r.deallocates, r.deallocName = st.Deallocates, st.Name
+	r.preparedView = st.SessionState&planner.PreparedView != 0
 	if st.Declares && r.mode == routeOne {
 		r.declares = st.Name
 	}
@@ -326,7 +331,11 @@ func (c *clientConn) combined(stmts []*plannedStmt, sql string) routed {
 	}
 	r.kind, r.sql = kindRegular, sql
 	r.sets, r.autocommit = nil, false
+	r.deallocates, r.deallocName = false, ""
 	for _, st := range stmts {
+		if st.Deallocates && st.Name == "" {
+			r.deallocates = true
+		}
 		if st.Kind == planner.Set {
 			sr := c.route(st, nil)
 			if sr.kind == kindSet || sr.kind == kindTesseraSet {

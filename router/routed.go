@@ -15,6 +15,7 @@ const (
 	kindTesseraSet                  // SET tessera.*
 	kindTesseraShow                 // SHOW tessera.*
 	kindExplain                     // EXPLAIN (TESSERA)
+	kindDeallocate                  // DEALLOCATE of a statement of the protocol, answered by the router
 	kindEmpty
 )
 
@@ -66,6 +67,12 @@ type routed struct {
 	relations  *planner.Statement
 	onAuthOnly bool
 	declares   string // DECLARE of this cursor: remember its shard
+	// deallocates: DEALLOCATE of statement deallocName, or of all of
+	// them (DEALLOCATE ALL, DISCARD ALL) when it is empty.
+	deallocates bool
+	deallocName string
+	// preparedView: reads pg_prepared_statements (ownnames.go).
+	preparedView bool
 	// elsewhere: what the shards after the first run instead
 	// (planner.Statement.Elsewhere).
 	elsewhere string

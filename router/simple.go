@@ -142,6 +142,16 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 		c.out = appendDataRow(c.out, v)
 		c.out = appendCommandComplete(c.out, "SHOW")
 		return false, nil
+	case kindDeallocate:
+		// A statement of the protocol: shards know it by its content
+		// name, so the router forgets it and answers.
+		if c.tx.failed {
+			c.out = appendError(c.out, "ERROR", errAborted)
+			return true, nil
+		}
+		c.deallocated(r.deallocName)
+		c.out = appendCommandComplete(c.out, "DEALLOCATE")
+		return false, nil
 	case kindExplain:
 		c.out = appendRowDescription(c.out, "QUERY PLAN")
 		for _, line := range r.explain {

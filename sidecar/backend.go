@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,12 @@ type backend struct {
 	// connection. Names are content-derived, so a name present means the
 	// right statement is present.
 	prepared map[string]struct{}
+	// forgotStatements: the last answer held a DEALLOCATE ALL or DISCARD
+	// ALL, which dropped the statements prepared, whatever prepared
+	// says. staleStatements: it held "cached plan must not change result
+	// type": a statement the batch used is of no use any more (its
+	// tables changed), and is to be prepared afresh when next needed.
+	forgotStatements, staleStatements bool
 	// retired: the connection holds too many prepared statements
 	// (PoolConfig.MaxConnStatements); it takes no more pipelined batches
 	// and closes when it comes back to the pool.
@@ -201,6 +208,14 @@ func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bo
 		switch typ {
 		case msgErrorResponse:
 			demoteFatal(chunk[start:])
+			if bytes.Contains(chunk[start:], resultTypeChanged) {
+				b.staleStatements = true
+			}
+		case msgCommandComplete:
+			tag := chunk[start+5:]
+			if bytes.Equal(tag, deallocateAllTag) || bytes.Equal(tag, discardAllTag) {
+				b.forgotStatements = true
+			}
 		case msgParseComplete:
 			if stripped < strip {
 				stripped++
@@ -237,6 +252,15 @@ func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bo
 	}
 	return b.lost(chunk, err), stripped, nil
 }
+
+// What exchange looks for in answers (see backend.forgotStatements):
+// the CommandComplete tags, and the SQLSTATE and start of the error
+// Postgres reports when a prepared statement's result type changed.
+var (
+	deallocateAllTag  = []byte("DEALLOCATE ALL\x00")
+	discardAllTag     = []byte("DISCARD ALL\x00")
+	resultTypeChanged = []byte("C0A000\x00Mcached plan must not change result type")
+)
 
 // answerEnd is the last chunk of an answer and what it leaves behind.
 type answerEnd struct {
@@ -277,6 +301,25 @@ func errDeposedText(notSent bool) string {
 		return "the instance stopped being its shard's primary before the statement was sent; it did not run"
 	}
 	return "the instance stopped being its shard's primary while the statement ran; its connection was closed and whether it committed is unknown"
+}
+
+// closeStatements closes the statements on b (Close works in a failed
+// transaction too), so that their next use prepares them afresh.
+func (b *backend) closeStatements(stmts []*pb.PreparedStatement) {
+	if len(stmts) == 0 {
+		return
+	}
+	var msgs []byte
+	for _, ps := range stmts {
+		delete(b.prepared, ps.Name)
+		msgs = appendCloseStatement(msgs, ps.Name)
+	}
+	msgs = append(msgs, 'S', 0, 0, 0, 4)
+	if _, err := b.conn.Write(msgs); err != nil {
+		b.close()
+		return
+	}
+	b.drain()
 }
 
 // simple runs internal SQL (settings, reset) and discards its answer,

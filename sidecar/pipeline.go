@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"sync"
@@ -512,6 +513,12 @@ func (sess *session) readShared(b *backend, injected []string) (answer []byte, r
 		case msgErrorResponse:
 			demoteFatal(chunk[start:])
 			canceled = canceled || pgerr.Code(pgwire.ParseError(chunk[start:])) == pgerr.QueryCanceled
+			if bytes.Contains(chunk[start:], resultTypeChanged) {
+				// A statement prepared here is stale (its tables
+				// changed): the connection closes once its batches are
+				// done, and the statements are prepared afresh elsewhere.
+				b.retired.Store(true)
+			}
 		case msgParseComplete:
 			if stripped < len(injected) {
 				stripped++

@@ -305,6 +305,14 @@ func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
 	for _, ps := range injected[:stripped] {
 		b.prepared[ps.Name] = struct{}{}
 	}
+	if b.forgotStatements {
+		clear(b.prepared)
+		b.forgotStatements = false
+	}
+	if b.staleStatements && !b.broken {
+		b.staleStatements = false
+		b.closeStatements(req.Prepared)
+	}
 	b.limitStatements(sess.pool.cfg.maxConnStatements())
 	sess.copyIn = last.copyIn && err == nil && !b.broken
 	sess.keepOrRelease(b, req.Mode, sess.copyIn)

@@ -12,11 +12,12 @@ import (
 // Backend message types the sidecar looks at. Everything else passes
 // through as opaque bytes.
 const (
-	msgReadyForQuery  = 'Z'
-	msgParseComplete  = '1'
-	msgCopyInResponse = 'G'
-	msgCopyBoth       = 'W'
-	msgErrorResponse  = 'E'
+	msgReadyForQuery   = 'Z'
+	msgParseComplete   = '1'
+	msgCopyInResponse  = 'G'
+	msgCopyBoth        = 'W'
+	msgErrorResponse   = 'E'
+	msgCommandComplete = 'C'
 )
 
 // maxBackendMessage bounds one backend message; Postgres's own limit for
@@ -78,6 +79,13 @@ func appendParse(dst []byte, name, query string, oids []uint32) []byte {
 	}
 	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
 	return dst
+}
+
+// appendCloseStatement appends a Close of the named prepared statement.
+func appendCloseStatement(dst []byte, name string) []byte {
+	dst = binary.BigEndian.AppendUint32(append(dst, 'C'), uint32(4+1+len(name)+1))
+	dst = append(append(dst, 'S'), name...)
+	return append(dst, 0)
 }
 
 // frontendEnding returns the type of the last message in a batch of

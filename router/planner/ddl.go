@@ -81,14 +81,17 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 	case *pg_query.Node_ExecuteStmt:
 		st.Name, st.SessionState = x.ExecuteStmt.Name, st.SessionState|Prepared
 	case *pg_query.Node_DeallocateStmt:
-		st.Name, st.SessionState = x.DeallocateStmt.Name, st.SessionState|Prepared
+		st.Name, st.SessionState, st.Deallocates = x.DeallocateStmt.Name, st.SessionState|Prepared, true
 	case *pg_query.Node_DeclareCursorStmt:
 		c.planDeclare(st, x.DeclareCursorStmt, f)
 	case *pg_query.Node_FetchStmt:
 		st.Name, st.Route, st.Targets = x.FetchStmt.Portalname, Router, nil
 	case *pg_query.Node_ClosePortalStmt:
 		st.Name, st.Route, st.Targets = x.ClosePortalStmt.Portalname, Router, nil
-	case *pg_query.Node_DiscardStmt, *pg_query.Node_ConstraintsSetStmt:
+	case *pg_query.Node_DiscardStmt:
+		st.Route, st.Targets = Router, nil
+		st.Deallocates = x.DiscardStmt.Target == pg_query.DiscardMode_DISCARD_ALL
+	case *pg_query.Node_ConstraintsSetStmt:
 		st.Route, st.Targets = Router, nil
 	default:
 		if isDDL(n) {

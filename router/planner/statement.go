@@ -29,6 +29,10 @@ type Statement struct {
 	// PREPARED and ROLLBACK PREPARED, the cursor of DECLARE, FETCH, MOVE and
 	// CLOSE, the prepared statement of PREPARE, EXECUTE and DEALLOCATE.
 	Name string
+	// Deallocates: DEALLOCATE Name, or DEALLOCATE ALL and DISCARD ALL
+	// (Name empty), which forget the session's prepared statements,
+	// those of the protocol included.
+	Deallocates bool
 
 	// Route says how the target shards are chosen.
 	Route RouteKind
@@ -276,6 +280,7 @@ const (
 	AdvisoryLock                           // session-level pg_advisory_lock and friends, and their unlock functions
 	SessionConfig                          // set_config(name, value, is_local) unless is_local is literally true
 	Load                                   // LOAD
+	PreparedView                           // reads pg_prepared_statements (with Prepared)
 )
 
 var sessionNames = [...]string{"temp table", "prepared statement", "cursor with hold", "listen", "advisory lock", "set_config", "load"}

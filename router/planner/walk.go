@@ -65,7 +65,7 @@ func collect(n *pg_query.Node) *facts {
 			if strings.EqualFold(x.Relname, "pg_prepared_statements") {
 				// The session's prepared statements live in one backend:
 				// the session keeps it, and sees only its own there.
-				f.session |= Prepared
+				f.session |= Prepared | PreparedView
 			}
 		case *pg_query.A_Const:
 			f.consts = append(f.consts, x.Location)
@@ -177,7 +177,7 @@ func (f *facts) funcFacts(fc *pg_query.FuncCall) {
 	case sessionLocks[name]:
 		f.session |= AdvisoryLock
 	case name == "pg_prepared_statement":
-		f.session |= Prepared // what pg_prepared_statements shows
+		f.session |= Prepared | PreparedView // what pg_prepared_statements shows
 	case name == "set_config" && !(len(fc.Args) == 3 && isTrue(fc.Args[2])):
 		f.session |= SessionConfig
 	}
