@@ -63,8 +63,15 @@ func instanceStatus(t *testing.T, id string) (*pb.InstanceStatus, error) {
 // (a rejoin or repair a previous test caused).
 func settled(t *testing.T) store.ShardState {
 	t.Helper()
+	return settledUnder(t, store.DurabilitySync)
+}
+
+// settledUnder is settled for a shard whose policy is durability: under
+// async the primary must have no synchronous standbys.
+func settledUnder(t *testing.T, durability store.Durability) store.ShardState {
+	t.Helper()
 	var st store.ShardState
-	eventually(t, 90*time.Second, "the shard has a recorded primary enforcing sync durability", func() error {
+	eventually(t, 90*time.Second, "the shard has a recorded primary enforcing "+string(durability)+" durability", func() error {
 		open, err := tc.ListOpenWorkflow(context.Background(), &workflowservice.ListOpenWorkflowExecutionsRequest{Namespace: "default", MaximumPageSize: 10})
 		if err != nil {
 			return err
@@ -93,8 +100,8 @@ func settled(t *testing.T) store.ShardState {
 		if err != nil {
 			return err
 		}
-		if s.SynchronousStandbyNames == "" {
-			return fmt.Errorf("primary %s has no synchronous standbys", st.Primary)
+		if async := durability == store.DurabilityAsync; (s.SynchronousStandbyNames == "") != async {
+			return fmt.Errorf("primary %s has synchronous_standby_names %q under %s durability", st.Primary, s.SynchronousStandbyNames, durability)
 		}
 		streaming := 0
 		for _, r := range s.Replicas {
