@@ -11,6 +11,8 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -61,8 +63,15 @@ func instanceStatus(t *testing.T, id string) (*pb.InstanceStatus, error) {
 // (a rejoin or repair a previous test caused).
 func settled(t *testing.T) store.ShardState {
 	t.Helper()
+	return settledUnder(t, store.DurabilitySync)
+}
+
+// settledUnder is settled for a shard whose policy is durability: under
+// async the primary must have no synchronous standbys.
+func settledUnder(t *testing.T, durability store.Durability) store.ShardState {
+	t.Helper()
 	var st store.ShardState
-	eventually(t, 90*time.Second, "the shard has a recorded primary enforcing sync durability", func() error {
+	eventually(t, 90*time.Second, "the shard has a recorded primary enforcing "+string(durability)+" durability", func() error {
 		open, err := tc.ListOpenWorkflow(context.Background(), &workflowservice.ListOpenWorkflowExecutionsRequest{Namespace: "default", MaximumPageSize: 10})
 		if err != nil {
 			return err
@@ -91,8 +100,8 @@ func settled(t *testing.T) store.ShardState {
 		if err != nil {
 			return err
 		}
-		if s.SynchronousStandbyNames == "" {
-			return fmt.Errorf("primary %s has no synchronous standbys", st.Primary)
+		if async := durability == store.DurabilityAsync; (s.SynchronousStandbyNames == "") != async {
+			return fmt.Errorf("primary %s has synchronous_standby_names %q under %s durability", st.Primary, s.SynchronousStandbyNames, durability)
 		}
 		streaming := 0
 		for _, r := range s.Replicas {
@@ -304,9 +313,12 @@ func TestFailoverAfterPrimaryCrash(t *testing.T) {
 }
 
 // TestWorkerKilledMidFailover: the worker running a failover is killed
-// (SIGKILL, a process of its own) in the middle; the workflow finishes
-// when another worker starts: the step the dead worker was running times
-// out on its heartbeat and runs again on the new one.
+// (SIGKILL, a process of its own) while one of the failover's activities
+// runs on it; the workflow finishes when another worker starts. The
+// workflow's history proves it: the activity that was in flight at the
+// kill was started again (attempt 2 or later, after a timeout, by the new
+// worker) and completed, and the workflow completed with the replica it
+// had chosen as the new primary.
 func TestWorkerKilledMidFailover(t *testing.T) {
 	settle := startWorker(t, "e2e-settle", true)
 	before := settled(t)
@@ -316,27 +328,51 @@ func TestWorkerKilledMidFailover(t *testing.T) {
 	first := workerProcess(t, "e2e-first")
 	run := startWorkflow(t, workflows.FailoverID(shard), workflows.FailoverName,
 		workflows.FailoverInput{Shard: shard, Force: true, Reason: "e2e: worker killed mid-failover"})
-	// Kill the worker as soon as the workflow has begun its steps.
+	ctx := context.Background()
+	// Kill the worker the moment the server reports one of the
+	// workflow's activities started on it. Activities allowed a single
+	// attempt (fencing) are not waited for: a timeout ends them for good,
+	// by design, so they could not show a retry.
+	inFlight := func() (*workflowpb.PendingActivityInfo, error) {
+		desc, err := tc.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+		if err != nil {
+			return nil, err
+		}
+		for _, pa := range desc.PendingActivities {
+			if pa.State == enumspb.PENDING_ACTIVITY_STATE_STARTED && pa.MaximumAttempts != 1 {
+				return pa, nil
+			}
+		}
+		return nil, nil
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		v, err := tc.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.StepQuery)
-		var step string
-		if err == nil {
-			err = v.Get(&step)
-		}
-		if err == nil && step != "" {
+		pa, err := inFlight()
+		if err == nil && pa != nil {
 			first.Process.Kill()
 			first.Wait()
-			t.Logf("killed the worker at step %q", step)
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the failover made no progress: step %q, %v", step, err)
+			t.Fatalf("no activity of the failover was seen running within 30 s (last error %v)", err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
+	// Asked again after the kill, the server still counts the activity as
+	// running on the dead worker: it was in flight when the worker died.
+	pa, err := inFlight()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pa == nil {
+		t.Fatal("no activity was in flight when the worker died (it finished between the poll and the kill); the test proved nothing")
+	}
+	t.Logf("killed worker %s while %s (activity %s, attempt %d of %d) ran on it",
+		pa.LastWorkerIdentity, pa.ActivityType.GetName(), pa.ActivityId, pa.Attempt, pa.MaximumAttempts)
+	killedIdentity := pa.LastWorkerIdentity
+
 	time.Sleep(2 * time.Second)
-	desc, err := tc.DescribeWorkflowExecution(context.Background(), run.GetID(), run.GetRunID())
+	desc, err := tc.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,16 +381,67 @@ func TestWorkerKilledMidFailover(t *testing.T) {
 	}
 	restarted := time.Now()
 	startWorker(t, "e2e-second", true)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var res workflows.FailoverResult
-	if err := run.Get(ctx, &res); err != nil {
+	if err := run.Get(waitCtx, &res); err != nil {
 		t.Fatalf("failover after the worker came back: %v", err)
 	}
 	t.Logf("failover %s -> %s finished %v after a new worker started; steps: %s", res.OldPrimary, res.NewPrimary,
 		time.Since(restarted).Round(time.Millisecond), strings.Join(res.Steps, "; "))
-	if after := shardState(t); after.Primary == before.Primary || after.Primary != res.NewPrimary {
-		t.Fatalf("primary before %s, after %s, result %+v", before.Primary, after.Primary, res)
+
+	// The history: the activity's scheduled event, then one started
+	// event (Temporal records the last attempt's) saying attempt >= 2,
+	// after a timeout, on a worker other than the killed one, then its
+	// completion.
+	var scheduledID int64
+	var started *historypb.ActivityTaskStartedEventAttributes
+	completed := false
+	iter := tc.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ev.GetActivityTaskScheduledEventAttributes().GetActivityId() == pa.ActivityId:
+			scheduledID = ev.EventId
+		case scheduledID != 0 && ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId() == scheduledID:
+			started = ev.GetActivityTaskStartedEventAttributes()
+		case scheduledID != 0 && ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId() == scheduledID:
+			completed = true
+		case scheduledID != 0 && (ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId() == scheduledID ||
+			ev.GetActivityTaskFailedEventAttributes().GetScheduledEventId() == scheduledID):
+			t.Errorf("activity %s (%s) ended without success: %v", pa.ActivityId, pa.ActivityType.GetName(), ev)
+		}
+	}
+	switch {
+	case scheduledID == 0:
+		t.Errorf("activity %s is not in the workflow's history", pa.ActivityId)
+	case started == nil:
+		t.Errorf("activity %s (%s) was never recorded as started", pa.ActivityId, pa.ActivityType.GetName())
+	default:
+		timeout := started.GetLastFailure().GetTimeoutFailureInfo()
+		t.Logf("%s: last attempt %d by %s after %v", pa.ActivityType.GetName(), started.Attempt, started.Identity, started.GetLastFailure().GetMessage())
+		if started.Attempt < 2 || timeout == nil || started.Identity == killedIdentity {
+			t.Errorf("%s was not run again after timing out on the killed worker: attempt %d by %q (killed: %q), previous failure %v",
+				pa.ActivityType.GetName(), started.Attempt, started.Identity, killedIdentity, started.GetLastFailure())
+		}
+	}
+	if !completed {
+		t.Errorf("activity %s (%s) did not complete", pa.ActivityId, pa.ActivityType.GetName())
+	}
+
+	// The workflow's chosen candidate is the one it promoted.
+	var chosen string
+	for _, s := range res.Steps {
+		if rest, ok := strings.CutPrefix(s, "promoting "); ok {
+			chosen, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	after := shardState(t)
+	if chosen == "" || chosen == before.Primary || res.NewPrimary != chosen || after.Primary != chosen || after.Term <= before.Term {
+		t.Fatalf("primary before %s (term %d), promoted %q, after %s (term %d), result %+v", before.Primary, before.Term, chosen, after.Primary, after.Term, res)
 	}
 	awaitRejoined(t, before.Primary, 90*time.Second)
 }

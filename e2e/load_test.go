@@ -23,10 +23,11 @@ type writers struct {
 	mu      sync.Mutex
 	acked   []int64
 	errs    []string
-	codes   map[string]int    // SQLSTATE ("" for none: a client-side failure) -> count
-	lastAck map[int]time.Time // per writer
-	maxGap  time.Duration     // longest stretch without an ack, over writers
-	since   time.Time         // when the disturbance began (set by the test)
+	codes   map[string]int        // SQLSTATE ("" for none: a client-side failure) -> count
+	lastAck map[int]time.Time     // per writer
+	maxGap  time.Duration         // longest stretch without an ack, over writers
+	gaps    map[int]time.Duration // longest stretch without an ack, per writer
+	since   time.Time             // when the disturbance began (set by the test)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -43,7 +44,7 @@ func ensureTable(t *testing.T, addr string) {
 // base so that several groups never collide.
 func startWriters(t *testing.T, name, addr string, n int, base int64) *writers {
 	t.Helper()
-	w := &writers{name: name, lastAck: map[int]time.Time{}, codes: map[string]int{}, stop: make(chan struct{})}
+	w := &writers{name: name, lastAck: map[int]time.Time{}, gaps: map[int]time.Duration{}, codes: map[string]int{}, stop: make(chan struct{})}
 	w.next.Store(base)
 	for i := range n {
 		conn := routerConn(t, addr)
@@ -86,6 +87,7 @@ func (w *writers) loop(i int, conn *pgx.Conn) {
 		}
 		w.acked = append(w.acked, id)
 		w.maxGap = max(w.maxGap, now.Sub(w.lastAck[i]))
+		w.gaps[i] = max(w.gaps[i], now.Sub(w.lastAck[i]))
 		w.lastAck[i] = now
 		w.mu.Unlock()
 	}
@@ -98,6 +100,7 @@ func (w *writers) disturb(at time.Time) {
 	w.maxGap = 0
 	for i := range w.lastAck {
 		w.lastAck[i] = at
+		w.gaps[i] = 0
 	}
 	w.mu.Unlock()
 }
@@ -109,6 +112,18 @@ func (w *writers) longestGap() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.maxGap
+}
+
+// gapsByWriter is each writer's longest time without an acknowledged
+// write since the disturbance began, in writer order.
+func (w *writers) gapsByWriter() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]time.Duration, len(w.lastAck))
+	for i := range out {
+		out[i] = w.gaps[i].Round(time.Millisecond)
+	}
+	return out
 }
 
 // ackedAfter reports whether every writer had a write acknowledged after t.
@@ -142,6 +157,17 @@ func (w *writers) String() string {
 // the table, read through the router from the current primary.
 func checkAcknowledgedPresent(t *testing.T, addr string, groups ...*writers) {
 	t.Helper()
+	for _, w := range groups {
+		if missing := missingAcknowledged(t, addr, w); missing > 0 {
+			t.Errorf("%s: %d of %d acknowledged writes are missing", w.name, missing, len(w.acked))
+		}
+	}
+}
+
+// missingAcknowledged counts w's acknowledged inserts that are not in the
+// table, read through the router from the current primary.
+func missingAcknowledged(t *testing.T, addr string, w *writers) int {
+	t.Helper()
 	rows, err := routerConn(t, addr).Query(context.Background(), "SELECT id FROM ha_writes")
 	if err != nil {
 		t.Fatal(err)
@@ -157,15 +183,13 @@ func checkAcknowledgedPresent(t *testing.T, addr string, groups ...*writers) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range groups {
-		missing := 0
-		for _, id := range w.acked {
-			if !present[id] {
-				missing++
-			}
-		}
-		if missing > 0 {
-			t.Errorf("%s: %d of %d acknowledged writes are missing", w.name, missing, len(w.acked))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	missing := 0
+	for _, id := range w.acked {
+		if !present[id] {
+			missing++
 		}
 	}
+	return missing
 }
