@@ -35,6 +35,21 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 		c.failTx()
 		return true, nil
 	}
+	failed, err := c.dispatch(ctx, r, frontend, prepared, scan)
+	// DDL may have changed the schema or who can log in, on one shard as
+	// on every shard (a one-shard topology runs it on one), and even when
+	// a shard refused it after others ran it.
+	if r.ddl {
+		c.srv.schemaChanged()
+	}
+	if r.roles {
+		c.srv.roles.invalidate()
+	}
+	return failed, err
+}
+
+// dispatch sends the statement the way its route mode says.
+func (c *clientConn) dispatch(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
 	switch r.mode {
 	case routeScatter:
 		if r.counts {
@@ -276,12 +291,6 @@ func (c *clientConn) everywhere(ctx context.Context, r *routed, frontend []byte,
 			failed = append(failed, shard)
 			break
 		}
-	}
-	if r.ddl {
-		c.srv.schemaChanged()
-	}
-	if r.roles {
-		c.srv.roles.invalidate()
 	}
 	if firstErr != nil {
 		c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.Code(firstErr), "on shard %s: %v", failed[0], firstErr))

@@ -59,3 +59,22 @@ func TestRoleCacheRefreshesAreShared(t *testing.T) {
 		t.Errorf("after invalidate: %d fetches, want 3", n)
 	}
 }
+
+// TestLoginDDLRefreshesTheRoleCache: DDL that creates, renames or drops a
+// database or a role marks the statement for a refresh of the role cache,
+// which also knows the databases: without it, a database created through
+// this router refused logins for up to a second (pg_regress's first file
+// connects right after CREATE DATABASE).
+func TestLoginDDLRefreshesTheRoleCache(t *testing.T) {
+	for _, sql := range []string{
+		"CREATE DATABASE regress", "create database x template template0", "DROP DATABASE IF EXISTS regress",
+		"ALTER DATABASE a RENAME TO b", "CREATE ROLE alice LOGIN", "ALTER USER bob PASSWORD 'x'", "DROP ROLE alice",
+	} {
+		if !changesLogins(sql) {
+			t.Errorf("%s: does not refresh the role cache", sql)
+		}
+	}
+	if changesLogins("CREATE TABLE t (id int)") {
+		t.Error("CREATE TABLE refreshes the role cache")
+	}
+}

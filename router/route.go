@@ -160,7 +160,7 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		}
 	case planner.DDL:
 		r.ddl = true
-		r.roles = isRoleDDL(st.SQL)
+		r.roles = changesLogins(st.SQL)
 	}
 	if st.Deallocates && st.Name != "" && c.stmts[st.Name] != nil {
 		r.kind = kindDeallocate
@@ -343,13 +343,24 @@ func (c *clientConn) combined(stmts []*plannedStmt, sql string) routed {
 			}
 		}
 		r.readOnly = r.readOnly && st.ReadOnly
+		if st.Kind == planner.DDL || st.Kind == planner.Utility {
+			r.ddl = true
+			r.roles = r.roles || changesLogins(st.SQL)
+		}
 	}
 	return r
 }
 
-func isRoleDDL(sql string) bool {
+// changesLogins reports whether DDL may change who can log in where:
+// roles, passwords, or databases (the role cache knows which databases
+// exist). It may say yes too often, which costs one refresh of the cache,
+// never too rarely: a database created through this router must take
+// logins at once, though unknown names refresh the cache at most once a
+// second (roles.go).
+func changesLogins(sql string) bool {
 	u := strings.ToUpper(sql)
-	return strings.Contains(u, "ROLE") || strings.Contains(u, "USER") || strings.Contains(u, "PASSWORD")
+	return strings.Contains(u, "ROLE") || strings.Contains(u, "USER") || strings.Contains(u, "PASSWORD") ||
+		strings.Contains(u, "DATABASE")
 }
 
 // limitValue is the n of a LIMIT applied across shards: written in the

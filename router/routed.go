@@ -76,7 +76,7 @@ type routed struct {
 	// elsewhere: what the shards after the first run instead
 	// (planner.Statement.Elsewhere).
 	elsewhere string
-	roles     bool // changes roles: refresh the role cache
+	roles     bool // changes roles or databases: refresh the role cache
 	setName   string
 	setValue  string
 	setLocal  bool

@@ -835,3 +835,26 @@ func TestLargeAnswersArriveWhole(t *testing.T) {
 		}
 	}
 }
+
+// A database created through the router takes logins at once, even right
+// after a failed login made the role cache refresh (unknown names refresh
+// it at most once a second).
+func TestDatabaseCreatedThroughTheRouterTakesLoginsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	addr := cluster.Info().Router
+	admin := connect(t, "postgres")
+	admin.Exec(ctx, "DROP DATABASE IF EXISTS fresh_db")
+	t.Cleanup(func() { admin.Exec(context.Background(), "DROP DATABASE IF EXISTS fresh_db") })
+	dsn := fmt.Sprintf("postgres://postgres:postgres@%s/fresh_db?sslmode=disable", addr)
+	if _, err := pgx.Connect(ctx, dsn); sqlstate(err) != "3D000" {
+		t.Fatalf("before CREATE DATABASE: %v, want SQLSTATE 3D000", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE fresh_db"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("right after CREATE DATABASE: %v", err)
+	}
+	conn.Close(ctx)
+}
