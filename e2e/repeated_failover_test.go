@@ -48,8 +48,10 @@ func killsFor(t *testing.T, ci int) int {
 // kill. Meanwhile every instance's Postgres is asked directly, every
 // 75 ms, whether it would accept a write; no moment may find two that
 // would, with one exception measured and bounded rather than hidden: the
-// killed old primary, returning, is writable until the admin's Rejoin
-// fences it (it was down when the failover would have fenced it). Under
+// killed old primary, returning, is writable to a direct connection from
+// its Postgres starting until its sidecar, finding another primary
+// recorded, fences it (it was down when the failover would have fenced
+// it; its sidecar refuses client batches from its start). Under
 // sync durability no acknowledged write may be lost; under async the
 // test counts those lost (the policy allows it) and reports them.
 func TestRepeatedFailover(t *testing.T) {
@@ -106,7 +108,7 @@ func repeatedFailover(t *testing.T, durability store.Durability, kills int, idBa
 		}
 		// The host comes back: its Postgres starts believing it is the
 		// primary, and writable (the failover could not fence it), until
-		// the admin's Rejoin fences and rewinds it.
+		// its sidecar fences it; the admin's Rejoin then rewinds it.
 		watch.returning(before.Primary)
 		if err := cluster.Revive(context.Background(), before.Primary); err != nil {
 			t.Fatal(err)

@@ -3,11 +3,13 @@ package sidecar_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/tesseradb/tessera/sidecar"
@@ -19,8 +21,9 @@ import (
 // TestDeposedPrimaryAbandonsItsStatements: a statement waiting on a
 // Postgres backend that no longer answers (its process stopped, as in a
 // hung primary) ends with 08006 as soon as the shard state names another
-// primary, instead of waiting for the backend to wake up; the instance
-// serves new sessions afterwards.
+// primary, instead of waiting for the backend to wake up. Afterwards the
+// instance, a deposed primary, refuses new batches with 57P03 (it fences
+// itself: TestDeposedPrimaryFencesItself).
 func TestDeposedPrimaryAbandonsItsStatements(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -40,6 +43,14 @@ func TestDeposedPrimaryAbandonsItsStatements(t *testing.T) {
 		}
 	}
 	setPrimary("depose-0")
+	// The deposed instance fences itself: give the shared instance back
+	// its writes once the stopped backend is gone (cleanups run last
+	// first).
+	t.Cleanup(func() {
+		if err := shared.Unfence(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	srv, err := sidecar.New(sidecar.Config{
 		ShardUID: "shard-9", InstanceID: "depose-0", ListenAddr: "127.0.0.1:0", PostgresAddr: "127.0.0.1:1",
 		Secret: secret, Manager: shared, Store: st, Pool: sidecar.DefaultPoolConfig,
@@ -93,7 +104,115 @@ func TestDeposedPrimaryAbandonsItsStatements(t *testing.T) {
 		t.Fatal("the statement on the deposed primary still waits 5 s after another primary was published")
 	}
 
-	if got := query(t, open(t, c), pb.Mode_STATEMENT, "SELECT 1").one(t); got != "1" {
-		t.Fatalf("a new session after the deposition: %q", got)
+	if a := query(t, open(t, c), pb.Mode_STATEMENT, "SELECT 1"); !slices.Equal(a.errors, []string{"57P03"}) {
+		t.Fatalf("a new session after the deposition: %v; want 57P03", a)
 	}
+}
+
+// TestDeposedPrimaryFencesItself: an instance whose Postgres runs as a
+// primary while the shard's state names another instance (a crashed
+// primary whose host came back after a failover) refuses client batches
+// with 57P03 and has Postgres fenced, whether its sidecar starts so or
+// sees the state change while running; a state naming the instance
+// itself leaves it serving.
+func TestDeposedPrimaryFencesItself(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	inst, err := startInstance(ctx, "selffence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close(context.Background())
+	st, err := store.Dial(ctx, etcdembed.Start(t), "selffencetest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	setPrimary := func(id string) {
+		t.Helper()
+		if _, err := st.UpdateShardState(ctx, "shard-7", func(s *store.ShardState) error {
+			s.Primary = id
+			s.Term++
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func() *sidecar.Server {
+		t.Helper()
+		srv, err := sidecar.New(sidecar.Config{
+			ShardUID: "shard-7", InstanceID: "selffence", ListenAddr: "127.0.0.1:0", PostgresAddr: "127.0.0.1:1",
+			Secret: secret, Manager: inst, Store: st, Pool: sidecar.DefaultPoolConfig,
+			HealthInterval: 200 * time.Millisecond, HeartbeatInterval: time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	// postgresFenced asks Postgres directly, in a new session.
+	postgresFenced := func() bool {
+		t.Helper()
+		c, err := pgx.Connect(ctx, inst.ConnConfig("postgres", "postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		var v string
+		if err := c.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v == "on"
+	}
+	refused := func(srv *sidecar.Server) bool {
+		t.Helper()
+		a := query(t, open(t, dial(t, srv)), pb.Mode_STATEMENT, "CREATE TABLE IF NOT EXISTS written_by_a_deposed_primary (id int)")
+		return slices.Equal(a.errors, []string{"57P03"})
+	}
+	serves := func(srv *sidecar.Server) {
+		t.Helper()
+		a := query(t, open(t, dial(t, srv)), pb.Mode_STATEMENT, "SELECT 1")
+		if len(a.errors) > 0 || a.one(t) != "1" {
+			t.Fatalf("a batch on the recorded primary: %v", a)
+		}
+	}
+
+	t.Run("at start", func(t *testing.T) {
+		setPrimary("selffence-other")
+		srv := start()
+		defer srv.Stop(context.Background())
+		if !refused(srv) {
+			t.Fatal("the first batch on a deposed primary was not refused with 57P03")
+		}
+		eventually(t, "Postgres fenced", postgresFenced)
+		if h := srv.LatestHealth(); !h.Fenced || h.Writable {
+			t.Errorf("health of a deposed primary: fenced %v, writable %v", h.Fenced, h.Writable)
+		}
+	})
+
+	// The instance rejoins as the primary: unfenced, recorded again.
+	if err := inst.Unfence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	setPrimary("selffence")
+
+	t.Run("on a state change", func(t *testing.T) {
+		srv := start()
+		defer srv.Stop(context.Background())
+		serves(srv)
+		time.Sleep(time.Second) // several health observations
+		serves(srv)
+		if postgresFenced() {
+			t.Fatal("the recorded primary's Postgres is fenced")
+		}
+		setPrimary("selffence-other")
+		eventually(t, "batches refused with 57P03", func() bool { return refused(srv) })
+		eventually(t, "Postgres fenced", postgresFenced)
+		if !refused(srv) {
+			t.Fatal("a batch on the deposed primary ran after it fenced itself")
+		}
+	})
 }

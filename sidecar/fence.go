@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgmanager"
 	"github.com/tesseradb/tessera/pgwire"
 )
 
@@ -29,8 +30,8 @@ import (
 // position the fence reports, which the new primary replays.
 
 // fenceGate says whether client batches may run. closed is read on every
-// batch (one atomic load); the rest changes only with operations and
-// health observations, under mu.
+// batch (one atomic load); the rest changes only with operations, health
+// observations and the shard's state, under mu.
 type fenceGate struct {
 	closed atomic.Bool
 
@@ -42,6 +43,25 @@ type fenceGate struct {
 	// gen counts the operations that set the gate, so that an
 	// observation made before one is not applied after it.
 	gen uint64
+
+	// The shard's recorded primary, as the sidecar last saw it
+	// (depose.go). deposed: it names another instance. sawReplica:
+	// Postgres was seen in recovery since that primary was recorded,
+	// so a primary it runs now was promoted since (a failover's or
+	// switchover's candidate, about to be published), not deposed.
+	recorded   recordedPrimary
+	deposed    bool
+	sawReplica bool
+	// byDeposition: the gate was closed because the instance was a
+	// deposed primary, and no operation set it since. Once Postgres runs
+	// in recovery without its own fence, that no longer applies and an
+	// observation reopens it.
+	byDeposition bool
+}
+
+type recordedPrimary struct {
+	primary string
+	term    int64
 }
 
 func newFenceGate() *fenceGate {
@@ -59,6 +79,19 @@ func (g *fenceGate) set(fenced bool) {
 	g.closed.Store(fenced)
 	g.known = true
 	g.gen++
+	g.byDeposition = false
+}
+
+// depose closes the gate when the recorded primary moves away from this
+// instance: it was the primary, and is deposed (depose.go).
+func (g *fenceGate) depose() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed.Load() {
+		g.closed.Store(true)
+		g.byDeposition = true
+	}
+	g.known = true
 }
 
 // generation is taken before Postgres is asked whether it is fenced.
@@ -68,21 +101,55 @@ func (g *fenceGate) generation() uint64 {
 	return g.gen
 }
 
-// observed applies what a running Postgres said about its fence, unless
-// an operation set the gate since gen was taken. An observation never
-// opens a known gate: one taken while Fence runs may predate Postgres's
-// own fence. It closes an open one when Postgres is fenced behind the
-// sidecar's back (pgmanager used directly).
-func (g *fenceGate) observed(gen uint64, fenced bool) {
+// recordedState notes the shard's recorded primary: deposed says it is
+// another instance.
+func (g *fenceGate) recordedState(r recordedPrimary, deposed bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if r != g.recorded {
+		g.sawReplica = false
+	}
+	g.recorded, g.deposed = r, deposed
+}
+
+// observed applies what a running Postgres said about itself, unless an
+// operation set the gate since gen was taken. An observation never opens
+// a known gate (one taken while Fence runs may predate Postgres's own
+// fence), except one closed only because the instance was a deposed
+// primary, once Postgres runs in recovery without a fence of its own.
+// It closes an open one when Postgres is fenced behind the sidecar's
+// back (pgmanager used directly), and when Postgres runs as a primary
+// while the shard's state names another instance, and has since that
+// state was recorded (depose.go): then it returns true if Postgres is not
+// fenced yet, for the caller to fence it.
+func (g *fenceGate) observed(gen uint64, ps pgmanager.Status) (fencePostgres bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ps.Role == pgmanager.RoleReplica {
+		g.sawReplica = true
+	}
 	if g.gen != gen {
-		return
+		return false
 	}
-	if !g.known || fenced {
-		g.closed.Store(fenced)
+	if g.deposed && ps.Role == pgmanager.RolePrimary && !g.sawReplica {
+		if !g.closed.Load() {
+			g.closed.Store(true)
+			g.byDeposition = true
+		}
 		g.known = true
+		return !ps.Fenced
 	}
+	if g.byDeposition && ps.Role == pgmanager.RoleReplica && !ps.Fenced {
+		g.closed.Store(false)
+		g.byDeposition = false
+		return false
+	}
+	if !g.known || ps.Fenced {
+		g.closed.Store(ps.Fenced)
+		g.known = true
+		g.byDeposition = false
+	}
+	return false
 }
 
 // errFenced is what every client batch gets while the gate is closed.

@@ -127,8 +127,8 @@ func (s *Server) observe(ctx context.Context) *pb.HealthStatus {
 		st.Error = err.Error()
 		return st
 	}
-	if ps.Running {
-		s.fence.observed(gen, ps.Fenced)
+	if ps.Running && s.fence.observed(gen, ps) {
+		s.kickDepose()
 	}
 	fillHealth(st, ps, s.fence.closed.Load())
 	return st

@@ -54,6 +54,16 @@ func (s *Server) operate(ctx context.Context, op func(context.Context) error) (*
 	return s.instanceStatus(ctx)
 }
 
+// exclusive runs op under opMu, so that a deposed primary's self-fence
+// (depose.go) is not interleaved with it.
+func (s *Server) exclusive(op func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		s.opMu.Lock()
+		defer s.opMu.Unlock()
+		return op(ctx)
+	}
+}
+
 // asPgError gives an operation's failure a SQLSTATE if it has none.
 func asPgError(err error) error {
 	var c pgerr.Coded
@@ -72,7 +82,7 @@ func endpoint(e *pb.Endpoint) (pgmanager.Endpoint, error) {
 
 // Promote implements the Promote RPC.
 func (s *Server) Promote(ctx context.Context, _ *pb.PromoteRequest) (*pb.InstanceStatus, error) {
-	return s.operate(ctx, s.cfg.Manager.Promote)
+	return s.operate(ctx, s.exclusive(s.cfg.Manager.Promote))
 }
 
 // Fence implements the Fence RPC. The sidecar's gate closes first, then
@@ -87,13 +97,13 @@ func (s *Server) Fence(ctx context.Context, _ *pb.FenceRequest) (*pb.InstanceSta
 
 // Unfence implements the Unfence RPC: Postgres first, then the gate.
 func (s *Server) Unfence(ctx context.Context, _ *pb.UnfenceRequest) (*pb.InstanceStatus, error) {
-	return s.operate(ctx, func(ctx context.Context) error {
+	return s.operate(ctx, s.exclusive(func(ctx context.Context) error {
 		if err := s.cfg.Manager.Unfence(ctx); err != nil {
 			return err
 		}
 		s.fence.set(false)
 		return nil
-	})
+	}))
 }
 
 // SetSynchronousStandbys implements the SetSynchronousStandbys RPC.
@@ -109,7 +119,7 @@ func (s *Server) FollowPrimary(ctx context.Context, req *pb.FollowPrimaryRequest
 	if err != nil {
 		return nil, statusError(err)
 	}
-	return s.operate(ctx, func(ctx context.Context) error { return s.cfg.Manager.FollowPrimary(ctx, primary) })
+	return s.operate(ctx, s.exclusive(func(ctx context.Context) error { return s.cfg.Manager.FollowPrimary(ctx, primary) }))
 }
 
 // Rewind implements the Rewind RPC: the instance, a former primary, is
@@ -123,11 +133,11 @@ func (s *Server) Rewind(ctx context.Context, req *pb.RewindRequest) (*pb.Instanc
 	s.pools.closeIdle()
 	// A rewound instance is a replica without the fence (pgmanager drops
 	// it): its reads may be served again.
-	return s.operate(ctx, func(ctx context.Context) error {
+	return s.operate(ctx, s.exclusive(func(ctx context.Context) error {
 		if err := s.cfg.Manager.Rewind(ctx, primary); err != nil {
 			return err
 		}
 		s.fence.set(false)
 		return nil
-	})
+	}))
 }

@@ -39,10 +39,14 @@ type Server struct {
 	health     health
 	fence      *fenceGate // closed while the instance is fenced (fence.go)
 	healthKick chan struct{}
-	stopping   chan struct{}
-	cancel     context.CancelFunc
-	runCtx     context.Context // ends with Stop
-	wg         sync.WaitGroup
+	deposeKick chan struct{} // an observation found a deposed primary (depose.go)
+	// opMu serializes the self-fence of a deposed primary with the
+	// operations that change what Postgres is (depose.go).
+	opMu     sync.Mutex
+	stopping chan struct{}
+	cancel   context.CancelFunc
+	runCtx   context.Context // ends with Stop
+	wg       sync.WaitGroup
 
 	localMu sync.Mutex
 	locals  map[*localStream]struct{} // open in-process sessions (inprocess.go)
@@ -77,6 +81,7 @@ func New(cfg Config) (*Server, error) {
 		grpc:       grpc.NewServer(opts...),
 		pools:      pools{cfg: cfg.Pool, connStr: cfg.Manager.ConnConfig},
 		healthKick: make(chan struct{}, 1),
+		deposeKick: make(chan struct{}, 1),
 		stopping:   make(chan struct{}),
 		fence:      newFenceGate(),
 		tls:        tlsConfig,
@@ -109,6 +114,15 @@ func (s *Server) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.runCtx = cancel, runCtx
 	s.locals = map[*localStream]struct{}{}
+	if s.cfg.Store != nil {
+		// Before the first observation, which may open the gate.
+		if err := s.readShardState(ctx); err != nil {
+			cancel()
+			lis.Close()
+			s.closeFramed()
+			return err
+		}
+	}
 	s.health.publish(s.observe(ctx))
 	if s.cfg.Store != nil {
 		if err := s.register(ctx, s.health.latest().Role); err != nil {
@@ -118,7 +132,8 @@ func (s *Server) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	s.wg.Add(4)
+	s.wg.Add(5)
+	go func() { defer s.wg.Done(); s.depose(runCtx) }()
 	go func() { defer s.wg.Done(); s.grpc.Serve(lis) }()
 	go func() { defer s.wg.Done(); s.monitor(runCtx) }()
 	go func() { defer s.wg.Done(); s.pools.maintain(runCtx, time.Second) }()
