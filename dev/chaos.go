@@ -16,16 +16,9 @@ import (
 // and tests: its postmaster gets SIGKILL (no shutdown checkpoint, and no
 // restart by pgmanager) and its sidecar stops. Revive brings both back.
 func (c *Cluster) Crash(ctx context.Context, instanceID string) error {
-	in, _, err := c.instance(instanceID)
+	in, pid, err := c.killPostmaster(instanceID)
 	if err != nil {
 		return err
-	}
-	pid := in.pg.PID()
-	if pid == 0 {
-		return fmt.Errorf("instance %s is not running", instanceID)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("killing postgres of %s: %w", instanceID, err)
 	}
 	// Stop keeps pgmanager from restarting the dead postmaster.
 	in.pg.Stop(ctx)
@@ -132,17 +125,25 @@ func childrenOf(pid int) []int {
 // crash of Postgres (not of its host) would: pgmanager restarts it in
 // place and the sidecar stays.
 func (c *Cluster) KillPostgres(instanceID string) error {
+	_, pid, err := c.killPostmaster(instanceID)
+	if err == nil {
+		c.log.Info("postgres killed on purpose", "instance", instanceID, "pid", pid)
+	}
+	return err
+}
+
+// killPostmaster sends SIGKILL to an instance's running postmaster.
+func (c *Cluster) killPostmaster(instanceID string) (*instance, int, error) {
 	in, _, err := c.instance(instanceID)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	pid := in.pg.PID()
 	if pid == 0 {
-		return fmt.Errorf("instance %s is not running", instanceID)
+		return nil, 0, fmt.Errorf("instance %s is not running", instanceID)
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("killing postgres of %s: %w", instanceID, err)
+		return nil, 0, fmt.Errorf("killing postgres of %s: %w", instanceID, err)
 	}
-	c.log.Info("postgres killed on purpose", "instance", instanceID, "pid", pid)
-	return nil
+	return in, pid, nil
 }

@@ -78,13 +78,7 @@ func TestHungPrimary(t *testing.T) {
 	if gap := w.longestGap(); gap > 5*time.Second {
 		t.Errorf("a writer went %v without an acknowledged write (want under 5 s)", gap.Round(time.Millisecond))
 	}
-	w.mu.Lock()
-	for code, n := range w.codes {
-		if !retryable(code) {
-			t.Errorf("%d writes failed with SQLSTATE %q, which does not tell the client to retry", n, code)
-		}
-	}
-	w.mu.Unlock()
+	checkErrorsRetryable(t, w)
 	checkAcknowledgedPresent(t, addr, w)
 	awaitRejoined(t, before.Primary, 90*time.Second)
 	settled(t)
@@ -134,15 +128,21 @@ func TestPrimaryRestartedInPlace(t *testing.T) {
 	if gap := w.longestGap(); gap > 3*time.Second {
 		t.Errorf("a writer went %v without an acknowledged write (want under 2 s, at most 3)", gap.Round(time.Millisecond))
 	}
+	checkErrorsRetryable(t, w)
+	checkAcknowledgedPresent(t, addr, w)
+	settled(t)
+}
+
+// checkErrorsRetryable: every write that failed told its client to retry.
+func checkErrorsRetryable(t *testing.T, w *writers) {
+	t.Helper()
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	for code, n := range w.codes {
 		if !retryable(code) {
 			t.Errorf("%d writes failed with SQLSTATE %q, which does not tell the client to retry", n, code)
 		}
 	}
-	w.mu.Unlock()
-	checkAcknowledgedPresent(t, addr, w)
-	settled(t)
 }
 
 // checkpoint runs CHECKPOINT on an instance's Postgres directly.
