@@ -60,8 +60,12 @@ type Record struct {
 	SessionSocket string `json:"session_socket,omitempty"`
 	// Addr is the process's own client-facing host:port, such as a
 	// router's Postgres protocol listener.
-	Addr    string    `json:"addr,omitempty"`
-	Started time.Time `json:"started,omitzero"`
+	Addr string `json:"addr,omitempty"`
+	// TopologyRevision is, for a router, the revision of the topology it
+	// routes by: a cutover ends its table buffer only once every live
+	// router has reached the revision that moved the tables.
+	TopologyRevision int64     `json:"topology_revision,omitempty"`
+	Started          time.Time `json:"started,omitzero"`
 }
 
 // Check reports what is wrong with the record, if anything.
