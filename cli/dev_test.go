@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +53,7 @@ func TestDevStatusAndShardCreate(t *testing.T) {
 	var out, errOut syncBuffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- RunContext(ctx, []string{"dev", "--data", data, "--shards", "1", "--replicas", "1", "--base-port", "26433", "--etcd-port", "23791", "--router-port", "-1", "--print-json"}, &out, &errOut, Options{})
+		exit <- RunContext(ctx, []string{"dev", "--data", data, "--shards", "1", "--replicas", "1", "--base-port", strconv.Itoa(dev.TestPort(26433)), "--etcd-port", strconv.Itoa(dev.TestPort(23791)), "--router-port", "-1", "--print-json"}, &out, &errOut, Options{})
 	}()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(out.String(), "\n") {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 
 	"github.com/tesseradb/tessera/pgerr"
 )
@@ -137,4 +139,14 @@ func CheckReplicas(n int) error {
 		return pgerr.New(pgerr.InvalidParameterValue, "--replicas %d: want 0 to %d", n, MaxReplicas)
 	}
 	return nil
+}
+
+// TestPort returns a test's fixed base port moved by the
+// TESSERA_TEST_PORT_OFFSET environment variable, so that two checkouts
+// can run the same test packages at once on one machine.
+func TestPort(base int) int {
+	if off, err := strconv.Atoi(os.Getenv("TESSERA_TEST_PORT_OFFSET")); err == nil {
+		return base + off
+	}
+	return base
 }

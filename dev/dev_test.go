@@ -62,8 +62,8 @@ func TestClusterLifecycle(t *testing.T) {
 		Shards:     2,
 		Replicas:   1,
 		Password:   "secret-pw",
-		BasePort:   25433,
-		EtcdPort:   23790,
+		BasePort:   dev.TestPort(25433),
+		EtcdPort:   dev.TestPort(23790),
 		RouterPort: -1,
 	}
 	c, err := dev.Start(ctx, cfg)
@@ -188,7 +188,7 @@ func TestLowDiskRefusesWrites(t *testing.T) {
 		DataDir:      filepath.Join(base, "data"),
 		Shards:       1,
 		NoReplicas:   true,
-		BasePort:     26433,
+		BasePort:     dev.TestPort(26433),
 		EtcdPort:     -1,
 		RouterPort:   -1,
 		LowDiskBytes: 1 << 62, // every disk is low

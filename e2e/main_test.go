@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -64,7 +63,7 @@ func run(m *testing.M) int {
 		DataDir:    filepath.Join(base, "data"),
 		Shards:     1,
 		Replicas:   2,
-		BasePort:   basePort(),
+		BasePort:   dev.TestPort(29433),
 		EtcdPort:   -1,
 		RouterPort: -1,
 		Logger:     slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
@@ -199,14 +198,4 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// basePort is the cluster's first Postgres port: 29433, or
-// TESSERA_E2E_BASE_PORT, so that two checkouts can run this package at
-// once on one machine.
-func basePort() int {
-	if p, err := strconv.Atoi(os.Getenv("TESSERA_E2E_BASE_PORT")); err == nil && p > 0 {
-		return p
-	}
-	return 29433
 }

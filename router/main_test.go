@@ -42,7 +42,7 @@ func run(m *testing.M) int {
 		Shards:       1,
 		Replicas:     1,
 		TopologyFile: "../testdata/topologies/store_xxhash.json",
-		BasePort:     28433,
+		BasePort:     dev.TestPort(28433),
 		EtcdPort:     -1,
 		RouterPort:   -1,
 	})

@@ -30,7 +30,7 @@ func TestPgbench(t *testing.T) {
 	defer cancel()
 	cluster, err := dev.Start(ctx, dev.Config{
 		DataDir: filepath.Join(base, "data"), Shards: 1, NoReplicas: true,
-		BasePort: 29533, EtcdPort: -1, RouterPort: -1,
+		BasePort: dev.TestPort(29533), EtcdPort: -1, RouterPort: -1,
 	})
 	if err != nil {
 		t.Fatal(err)

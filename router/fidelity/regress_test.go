@@ -33,7 +33,7 @@ func findRegress() string {
 // in front of a one-shard cluster, where every query string goes to that
 // shard as it came.
 func TestPgRegress(t *testing.T) {
-	runRegress(t, dev.Config{Shards: 1, BasePort: 29433})
+	runRegress(t, dev.Config{Shards: 1, BasePort: dev.TestPort(29433)})
 }
 
 // TestPgRegressMultiShard runs them on three shards whose topology shards
@@ -42,7 +42,7 @@ func TestPgRegress(t *testing.T) {
 // on shard-0. Those tables must behave exactly as on one Postgres while
 // DDL reaches every shard and statements are planned one by one.
 func TestPgRegressMultiShard(t *testing.T) {
-	runRegress(t, dev.Config{Shards: 1, BasePort: 29533,
+	runRegress(t, dev.Config{Shards: 1, BasePort: dev.TestPort(29533),
 		TopologyFile: "../../testdata/topologies/regress_sharded.json"})
 }
 
