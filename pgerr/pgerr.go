@@ -28,7 +28,19 @@ const (
 	// ConfigFileError is what Postgres uses for a bad configuration file; a
 	// bad data topology is the same kind of problem.
 	ConfigFileError = "F0000"
+	// ReadOnlySQLTransaction is what a fenced table's trigger raises.
+	ReadOnlySQLTransaction = "25006"
 )
+
+// CutoverFencePrefix begins the message of the error (SQLSTATE
+// ReadOnlySQLTransaction) that a cutover's fence trigger raises for a
+// write to a table that is moving or has moved to other shards:
+// "cutover fence: table public.orders has moved to other shards". A
+// router that sees it knows the write did not run and its topology is
+// about to change (or already has), so it holds the statement and plans
+// it again instead of failing it; the prefix is the contract between the
+// replicator, which writes the trigger, and the router.
+const CutoverFencePrefix = "cutover fence: "
 
 // Error is an error with a SQLSTATE, a message and an optional detail, the
 // fields of a Postgres ErrorResponse that Tessera fills.
