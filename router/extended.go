@@ -14,14 +14,14 @@ import (
 // derived from its text and parameter types, so any backend that serves
 // the session can have it (the sidecar prepares it where missing).
 type prepared struct {
-	name  string // the client's; "" for the unnamed statement
-	sql   string
-	oids  []uint32
-	stmt  *plannedStmt
+	name string // the client's; "" for the unnamed statement
+	sql  string
+	oids []uint32
+	stmt *plannedStmt
 	// revision is the topology's that stmt was planned with.
 	revision int64
 	proto    *pb.PreparedStatement // nil for the unnamed statement
-	named *pb.PreparedStatement // the unnamed one's content name, made when needed
+	named    *pb.PreparedStatement // the unnamed one's content name, made when needed
 	// ownShards: the shards whose pinned backend has the statement under
 	// the client's name (ownnames.go).
 	ownShards []string

@@ -96,7 +96,7 @@ func (c *clientConn) runQuery(ctx context.Context, msg []byte, sql string, stmts
 		} else {
 			// Alone and outside a transaction, it may be planned again
 			// if a cutover's fence refuses it.
-			r.replannable = !c.tx.active
+			r.replannable = !c.tx.active && r.mode == routeOne
 			failed, err = c.simpleStatement(ctx, &r, stmts[0], msg)
 		}
 		if err != nil {

@@ -171,19 +171,19 @@ func (tb *tableBuffers) changes() <-chan struct{} {
 // covering returns the signal in force that holds one of the tables the
 // statements name, or nil. It is on every statement's path: with no
 // signal in force it is one atomic load; with some, a map lookup per
-// table named (the planner resolved the names already).
+// table named (the planner resolved the names already). A signal whose
+// For ran out leaves the active set when follow's timer fires.
 func (tb *tableBuffers) covering(stmts []*plannedStmt) *tableSignal {
 	set := tb.active.Load()
 	if set == nil {
 		return nil
 	}
-	now := tb.now()
 	for _, st := range stmts {
 		if st == nil {
 			continue
 		}
 		for _, t := range st.Tables {
-			if s := set.byTable[t]; s != nil && now.Before(s.until) {
+			if s := set.byTable[t]; s != nil {
 				return s
 			}
 		}
