@@ -181,6 +181,27 @@ func TestTableBufferLimits(t *testing.T) {
 	admin := connect(t, "store")
 	mustExec(t, admin, "CREATE TABLE IF NOT EXISTS tb_limits (id int)")
 	small := storeRouter(t, router.BufferConfig{Window: 600 * time.Millisecond, Size: 1})
+	// A router registers with the revision of the topology it routes by.
+	snap, err := cluster.Store().GetTopology(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := cluster.Store().ListRecords(context.Background(), store.KindRouter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := false
+	for _, rec := range recs {
+		if strings.Contains(small, "@"+rec.Addr+"/") {
+			registered = true
+			if rec.TopologyRevision != snap.Revision {
+				t.Fatalf("a new router's record says topology revision %d, want %d", rec.TopologyRevision, snap.Revision)
+			}
+		}
+	}
+	if !registered {
+		t.Fatalf("no router record for %s among %d", small, len(recs))
+	}
 	first, second := connectTo(t, small), connectTo(t, small)
 	setTableBuffer(t, "test-limits", 20*time.Second, "public.tb_limits")
 
