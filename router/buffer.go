@@ -81,9 +81,10 @@ type buffers struct {
 	cfg     BufferConfig
 	shards  *shards
 	now     func() time.Time
-	signals *signalClock // when this router saw each planned signal
+	signals *signalClock  // when this router saw each planned signal
+	tables  *tableBuffers // a cutover's signals (tablebuffer.go)
 
-	waiting atomic.Int64 // statements waiting now, over all shards
+	waiting atomic.Int64 // statements waiting now, over all shards and table buffers
 	live    atomic.Int64 // episodes not yet ended
 
 	mu       sync.Mutex
@@ -100,6 +101,7 @@ type episode struct {
 func newBuffers(cfg BufferConfig, sh *shards) *buffers {
 	b := &buffers{cfg: cfg, shards: sh, now: time.Now, episodes: map[string]*episode{}}
 	b.signals = newSignalClock(func() time.Time { return b.now() })
+	b.tables = newTableBuffers(func() time.Time { return b.now() })
 	return b
 }
 

@@ -25,5 +25,8 @@
 // txn.go (transactions), follow.go (the relations and cursors a session
 // made, and where they are), settings.go (SET/SHOW and Tessera's settings),
 // copy.go (COPY FROM STDIN), schema.go (shard-key column types),
+// buffer.go and signal.go (holding statements while a shard's primary
+// changes), tablebuffer.go (while a cutover moves tables), revision.go
+// (the topology revision the router reports in its discovery record),
 // wire.go (message framing). Planning lives in package planner.
 package router

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
 	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
@@ -155,11 +157,24 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 			c.failTx()
 			return true, nil
 		}
-		if bufferable && f.unwritten() && res.TxStatus != pb.TxStatus_IN_TRANSACTION && c.primaryRefused(b, firstErrorCode(f.held)) && c.srv.buffers.failed(shard, &t) {
-			// The primary refused before running anything; the answer is
-			// dropped and the statement waits for the next primary. The
-			// session stays: session() moves it if the primary changes.
-			continue
+		if bufferable && f.unwritten() && res.TxStatus != pb.TxStatus_IN_TRANSACTION {
+			switch c.primaryRefused(b, f.held) {
+			case refusedByPrimary:
+				if c.srv.buffers.failed(shard, &t) {
+					// The primary refused before running anything; the
+					// answer is dropped and the statement waits for the
+					// next primary. The session stays: session() moves it
+					// if the primary changes.
+					continue
+				}
+			case refusedByFence:
+				if r.replannable && !c.tx.active {
+					// Nothing ran (autocommit rolled the statement back);
+					// the answer is dropped and the caller plans the
+					// statement again once the table has moved.
+					return true, errCutoverFenced
+				}
+			}
 		}
 		if r.autoPrepared && f.unwritten() && autoFallbackCode(firstErrorCode(f.held)) {
 			return true, errAutoFallback
@@ -181,18 +196,57 @@ func (c *clientConn) one(ctx context.Context, r *routed, shard string, frontend 
 	}
 }
 
-// primaryRefused reports whether an answer's first error says the
-// primary refused the statement without running it because of its own
-// state: it could not connect to Postgres, or Postgres was starting or
-// stopping, or it is read-only. A read-only error counts only when the
-// instance's health says it no longer takes writes (fenced, demoted):
-// the client's own read-only transaction (SET SESSION CHARACTERISTICS AS
-// TRANSACTION READ ONLY) gets the same 25006, and that is its answer.
-func (c *clientConn) primaryRefused(b *backendSession, code string) bool {
-	if !qualifies(code) {
-		return false
+// refusal is why a primary refused a statement without running it.
+type refusal int
+
+const (
+	notRefused refusal = iota
+	// refusedByPrimary: its own state (it could not connect to
+	// Postgres, Postgres was starting or stopping, or it is read-only):
+	// the shard's next primary will run it.
+	refusedByPrimary
+	// refusedByFence: a cutover's fence trigger (pgerr.CutoverFencePrefix)
+	// on the table it writes, which is moving to other shards: the
+	// topology that moved it will send it there.
+	refusedByFence
+)
+
+// primaryRefused reports whether, and why, an answer's first error says
+// the primary refused the statement without running it. A read-only
+// error (25006) counts for the primary only when the instance's health
+// says it no longer takes writes (fenced, demoted): the client's own
+// read-only transaction (SET SESSION CHARACTERISTICS AS TRANSACTION READ
+// ONLY) gets the same 25006, and that is its answer. A 25006 whose
+// message begins with the cutover fence's prefix is the fence's.
+func (c *clientConn) primaryRefused(b *backendSession, answer []byte) refusal {
+	if fenceRefused(answer) {
+		return refusedByFence
 	}
-	return code != "25006" || !b.inst.writable()
+	code := firstErrorCode(answer)
+	if !qualifies(code) || code == pgerr.ReadOnlySQLTransaction && b.inst.writable() {
+		return notRefused
+	}
+	return refusedByPrimary
+}
+
+// fenceRefused reports whether the answer's first error is a cutover
+// fence's, with nothing before it that shows a statement ran: only the
+// acknowledgements and descriptions the protocol sends before running
+// (ParseComplete, BindComplete, ParameterDescription, RowDescription,
+// NoData) and notices.
+func fenceRefused(answer []byte) bool {
+	fenced := false
+	backendMessages(answer, func(typ byte, msg []byte) error {
+		switch typ {
+		case '1', '2', 't', 'T', 'n', 'N':
+			return nil
+		case 'E':
+			e := pgwire.ParseError(msg)
+			fenced = e.Code == pgerr.ReadOnlySQLTransaction && strings.HasPrefix(e.Message, pgerr.CutoverFencePrefix)
+		}
+		return errStopWalk
+	})
+	return fenced
 }
 
 // adoptStatus follows a transaction a shard reports that the router did

@@ -14,12 +14,14 @@ import (
 // derived from its text and parameter types, so any backend that serves
 // the session can have it (the sidecar prepares it where missing).
 type prepared struct {
-	name  string // the client's; "" for the unnamed statement
-	sql   string
-	oids  []uint32
-	stmt  *plannedStmt
-	proto *pb.PreparedStatement // nil for the unnamed statement
-	named *pb.PreparedStatement // the unnamed one's content name, made when needed
+	name string // the client's; "" for the unnamed statement
+	sql  string
+	oids []uint32
+	stmt *plannedStmt
+	// revision is the topology's that stmt was planned with.
+	revision int64
+	proto    *pb.PreparedStatement // nil for the unnamed statement
+	named    *pb.PreparedStatement // the unnamed one's content name, made when needed
 	// ownShards: the shards whose pinned backend has the statement under
 	// the client's name (ownnames.go).
 	ownShards []string
@@ -49,6 +51,13 @@ type extBatch struct {
 	// notReads: a Bind in the batch binds something other than a plain
 	// read, so the batch may not be pipelined whatever its target says.
 	notReads bool
+	// binds counts the batch's Binds; the first one's statement and
+	// where its parameters sit in frontend let the batch be routed again
+	// when it holds that one statement (replannable).
+	binds       int
+	first       *prepared
+	firstParams [2]int
+	replannable bool
 }
 
 // segment is a finished part of a batch, bound for one target. after
@@ -68,6 +77,7 @@ func (b *extBatch) reset() {
 	b.prepared = b.prepared[:0]
 	b.r, b.backend, b.skip, b.sets, b.notes = nil, false, false, nil, nil
 	b.unnamedHere, b.notReads = false, false
+	b.binds, b.first, b.replannable = 0, nil, false
 }
 
 // extended handles Parse, Bind, Describe, Execute, Close and Flush.
@@ -137,7 +147,7 @@ func (c *clientConn) parse(msg []byte) error {
 	for i := range oids {
 		oids[i] = binary.BigEndian.Uint32(msg[off+4*i:])
 	}
-	stmts, err := c.plan(sql, oids)
+	stmts, revision, err := c.plan(sql, oids)
 	if pgerr.Code(err) == "42601" {
 		// Postgres reports the syntax error itself, in its place in the
 		// batch, with its position.
@@ -155,7 +165,7 @@ func (c *clientConn) parse(msg []byte) error {
 	if len(stmts) > 1 {
 		return pgerr.New("42601", "cannot insert multiple commands into a prepared statement")
 	}
-	p := &prepared{sql: sql, oids: oids}
+	p := &prepared{sql: sql, oids: oids, revision: revision}
 	if len(stmts) == 1 {
 		p.stmt = stmts[0]
 	}
@@ -300,8 +310,27 @@ func (c *clientConn) bind(msg []byte) error {
 	if err := params.parse(msg[rest:]); err != nil {
 		return err
 	}
+	if err := c.current(p); err != nil {
+		return err
+	}
+	if c.srv.buffers.tablesHeld() && c.placesAnew() {
+		// A cutover is moving tables: the statement waits here, before
+		// it is routed, if it names one (the client's later messages
+		// wait in the socket). The whole batch waits with it, in order.
+		var hold tableHold
+		waited, err := c.srv.buffers.holdForTables(context.Background(), []*plannedStmt{p.stmt}, &hold)
+		if err != nil {
+			return err
+		}
+		if waited {
+			if err := c.current(p); err != nil {
+				return err
+			}
+		}
+	}
 	r := c.bindTarget()
 	*r = c.route(p.stmt, params)
+	c.batch.binds++
 	c.batch.notReads = c.batch.notReads || !r.autocommit
 	if r.mode == routeSplit && r.err == nil {
 		// Each shard gets its own Bind; the client's stays in the batch
@@ -359,16 +388,50 @@ func (c *clientConn) bind(msg []byte) error {
 		c.batch.frontend = append(c.batch.frontend, 0)
 		c.batch.frontend = append(c.batch.frontend, shardName...)
 		c.batch.frontend = append(c.batch.frontend, 0)
+		paramsAt := len(c.batch.frontend)
 		c.batch.frontend = append(c.batch.frontend, msg[rest:]...)
 		binary.BigEndian.PutUint32(c.batch.frontend[start+1:], uint32(len(c.batch.frontend)-start-1))
 		if !own {
 			c.use(proto)
 		}
+		// Under a shard's own name (a pinned session's), the Bind fits
+		// that shard only.
+		c.batch.noteFirst(p, r, paramsAt, len(c.batch.frontend), !own)
 	} else {
 		c.batch.frontend = append(c.batch.frontend, msg...)
+		c.batch.noteFirst(p, r, len(c.batch.frontend)-len(msg)+rest, len(c.batch.frontend), true)
 	}
 	c.batch.backend = true
 	return nil
+}
+
+// current plans p again when the topology changed since it was planned:
+// a prepared statement outlives topologies, and a cutover moves tables.
+func (c *clientConn) current(p *prepared) error {
+	snap := c.srv.topo.Current()
+	if p.stmt == nil || snap == nil || snap.Revision == p.revision {
+		return nil
+	}
+	stmts, revision, err := c.plan(p.sql, p.oids)
+	if err != nil {
+		return err
+	}
+	if len(stmts) == 1 {
+		p.stmt, p.revision = stmts[0], revision
+	}
+	return nil
+}
+
+// noteFirst remembers the batch's first Bind: its statement, and where
+// its parameters are in frontend. Only a batch of that one statement,
+// for one shard, under a name every shard knows, may be routed again.
+func (b *extBatch) noteFirst(p *prepared, r *routed, paramsAt, paramsEnd int, anyShard bool) {
+	if b.binds != 1 {
+		b.replannable = false
+		return
+	}
+	b.first, b.firstParams = p, [2]int{paramsAt, paramsEnd}
+	b.replannable = anyShard && r.mode == routeOne && r.kind == kindRegular && len(b.segments) == 0
 }
 
 // bindTarget is where a Bind's route goes: the connection's own slot for
@@ -546,7 +609,12 @@ func (c *clientConn) runBatch(final bool) error {
 		return nil
 	}
 	frontend := append(c.batch.frontend, 'S', 0, 0, 0, 4)
-	failed, err := c.runSegment(r, frontend, c.batch.prepared, len(c.batch.sets) > 0)
+	b := &c.batch
+	r.replannable = b.replannable && b.binds == 1 && len(b.segments) == 0 && !c.tx.active
+	failed, err := c.runSegment(r, frontend, b.prepared, len(b.sets) > 0)
+	if err == errCutoverFenced {
+		failed, err = c.rerouteFenced(frontend)
+	}
 	if err != nil {
 		return err
 	}
@@ -564,6 +632,45 @@ func (c *clientConn) runBatch(final bool) error {
 		c.noteSuccess(n)
 	}
 	return nil
+}
+
+// rerouteFenced runs again a batch of one statement that a cutover's
+// fence refused, once the topology has moved its table (or a table
+// buffer held it), routed anew with the parameters its Bind carries.
+func (c *clientConn) rerouteFenced(frontend []byte) (bool, error) {
+	ctx := context.Background()
+	b := &c.batch
+	p := b.first
+	var hold tableHold
+	for {
+		err := c.srv.buffers.waitAfterFence(ctx, c.srv.topo, p.revision, []*plannedStmt{p.stmt}, &hold)
+		if err == nil {
+			err = c.current(p)
+		}
+		if err == nil {
+			var waited bool
+			if waited, err = c.srv.buffers.holdForTables(ctx, []*plannedStmt{p.stmt}, &hold); waited && err == nil {
+				err = c.current(p)
+			}
+		}
+		var r routed
+		if err == nil {
+			err = c.bindParams.parse(frontend[b.firstParams[0]:b.firstParams[1]])
+		}
+		if err == nil {
+			r = c.route(p.stmt, &c.bindParams)
+			err = r.err
+		}
+		if err != nil {
+			c.out = appendError(c.out, "ERROR", err)
+			return true, nil
+		}
+		r.replannable = r.mode == routeOne
+		failed, err := c.runSegment(b.unlessReads(&r), frontend, b.prepared, len(b.sets) > 0)
+		if err != errCutoverFenced {
+			return failed, err
+		}
+	}
 }
 
 // runSegment runs one segment of a batch. Transaction control is placed

@@ -12,18 +12,20 @@ import (
 // plannedStmt is one statement's cached plan.
 type plannedStmt = planner.Statement
 
-// plan plans the statements of sql against the current topology.
-func (c *clientConn) plan(sql string, oids []uint32) ([]*plannedStmt, error) {
+// plan plans the statements of sql against the current topology, and
+// says which revision of it that was.
+func (c *clientConn) plan(sql string, oids []uint32) ([]*plannedStmt, int64, error) {
 	snap := c.srv.topo.Current()
 	if snap == nil {
-		return nil, pgerr.New(pgerr.ConfigFileError, "no data topology is stored")
+		return nil, 0, pgerr.New(pgerr.ConfigFileError, "no data topology is stored")
 	}
-	return c.srv.planner.Plan(snap.Topology, snap.Revision, c.srv.schema, planner.Input{
+	stmts, err := c.srv.planner.Plan(snap.Topology, snap.Revision, c.srv.schema, planner.Input{
 		SQL:        sql,
 		Database:   c.database,
 		SearchPath: c.searchPath(snap.Revision),
 		ParamOIDs:  oids,
 	})
+	return stmts, snap.Revision, err
 }
 
 // searchPath is the session's search_path. "$user" counts only when the

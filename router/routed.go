@@ -60,7 +60,11 @@ type routed struct {
 	// autoPrepared: the statement runs as its prepared form
 	// (autoprepare.go); a failure before any answer runs it as written.
 	autoPrepared bool
-	ddl          bool // changes the schema: invalidate caches
+	// replannable: the statement came alone, outside a transaction, and
+	// the caller plans it again when a cutover's fence refuses it
+	// (errCutoverFenced).
+	replannable bool
+	ddl         bool // changes the schema: invalidate caches
 	// relations: DDL that may create or drop a relation the session
 	// follows (follow.go); onAuthOnly: it names one that exists on the
 	// authoritative shard only, and runs there alone.

@@ -55,7 +55,10 @@ type Server struct {
 	cancels   map[uint32]*clientConn // by BackendKeyData process id
 	closing   bool
 
-	reg    *store.Registration
+	reg *store.Registration
+	// record is what reg keeps in etcd; only reportRevision changes it
+	// after Start.
+	record store.Record
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -115,6 +118,10 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	if s.buffers != nil {
 		go s.buffers.signals.followSignals(runCtx, s.shards)
+		if err := s.buffers.tables.follow(runCtx, s.cfg.Store); err != nil {
+			cancel()
+			return err
+		}
 	}
 	select {
 	case <-s.shards.ready:
@@ -129,15 +136,21 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.lis = lis
-	// Routers register too, so that operators and clients can find them.
-	reg, err := s.cfg.Store.Register(ctx, store.Record{Kind: store.KindRouter, ID: "router-" + strings.ReplaceAll(lis.Addr().String(), ":", "-"),
-		Addr: lis.Addr().String()}, 10*time.Second)
+	// Routers register too, so that operators and clients can find them,
+	// and a cutover can tell which topology each one routes by.
+	s.record = store.Record{Kind: store.KindRouter, ID: "router-" + strings.ReplaceAll(lis.Addr().String(), ":", "-"),
+		Addr: lis.Addr().String()}
+	if snap := w.Current(); snap != nil {
+		s.record.TopologyRevision = snap.Revision
+	}
+	reg, err := s.cfg.Store.Register(ctx, s.record, 10*time.Second)
 	if err != nil {
 		cancel()
 		lis.Close()
 		return err
 	}
 	s.reg = reg
+	go s.reportRevision(runCtx)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.accept() }()
 	s.log.Info("router serving", "addr", lis.Addr().String())

@@ -17,7 +17,50 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 		return pgerr.New(pgerr.ProtocolViolation, "invalid Query message")
 	}
 	sql := string(msg[5 : len(msg)-1])
-	stmts, err := c.plan(sql, nil)
+	var hold tableHold
+	for {
+		stmts, revision, err := c.plan(sql, nil)
+		if err == nil && c.placesAnew() {
+			waited, err := c.srv.buffers.holdForTables(ctx, stmts, &hold)
+			if err != nil {
+				c.out = appendError(c.out, "ERROR", err)
+				c.failTx()
+				c.out = appendReady(c.out, c.status())
+				return nil
+			}
+			if waited {
+				// Plan it again: the topology has probably moved the
+				// tables while it waited.
+				continue
+			}
+		}
+		err = c.runQuery(ctx, msg, sql, stmts, err)
+		if err != errCutoverFenced {
+			return err
+		}
+		// A cutover's fence refused the statement and nothing ran: wait
+		// for the topology that moves its table, then plan it again.
+		if err := c.srv.buffers.waitAfterFence(ctx, c.srv.topo, revision, stmts, &hold); err != nil {
+			c.out = appendError(c.out, "ERROR", err)
+			c.out = appendReady(c.out, c.status())
+			return nil
+		}
+	}
+}
+
+// placesAnew reports whether the next statement starts somewhere new: no
+// transaction is open on a shard. The router opens a transaction lazily,
+// on the shard of its first statement after BEGIN, so a BEGIN'd
+// transaction that has run nothing yet may still wait for a table
+// buffer and go to the tables' new shards.
+func (c *clientConn) placesAnew() bool {
+	return !c.tx.active || len(c.tx.shards) == 0
+}
+
+// runQuery runs a Query's planned statements (err is the planning's).
+// It returns errCutoverFenced, having answered nothing, when a cutover's
+// fence refused its only statement outside a transaction.
+func (c *clientConn) runQuery(ctx context.Context, msg []byte, sql string, stmts []*plannedStmt, err error) error {
 	if pgerr.Code(err) == "42601" {
 		// Let Postgres itself report the syntax error, with its position
 		// and hints; it also parses what depends on session settings
@@ -51,6 +94,9 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 			r = c.combined(stmts, sql)
 			failed, err = c.statement(ctx, &r, msg)
 		} else {
+			// Alone and outside a transaction, it may be planned again
+			// if a cutover's fence refuses it.
+			r.replannable = !c.tx.active && r.mode == routeOne
 			failed, err = c.simpleStatement(ctx, &r, stmts[0], msg)
 		}
 		if err != nil {
