@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tesseradb/tessera/replicator"
 	"github.com/tesseradb/tessera/workflows"
 )
 
@@ -73,5 +75,45 @@ func TestLiveLineWithoutTerminal(t *testing.T) {
 	if len(lines) != 3 || strings.ContainsAny(out.String(), "\r\x1b") ||
 		!strings.HasSuffix(lines[0], "  phase copying") || !strings.HasSuffix(lines[2], "  phase ready_for_cutover") {
 		t.Fatalf("output %q", out.String())
+	}
+}
+
+// TestPrintDiff: each kind of difference is printed with its key, shard
+// and, for a change, its columns; the counts sum up per table.
+func TestPrintDiff(t *testing.T) {
+	report := replicator.DiffReport{Table: "public.orders", Done: true, Chunks: 3, DifferingChunks: 2, SourceRows: 300, TargetRows: 301,
+		Counts: map[replicator.DiffKind]int64{replicator.DiffMissing: 1, replicator.DiffExtra: 1, replicator.DiffChanged: 1, replicator.DiffWrongShard: 1},
+		Differences: []replicator.Difference{
+			{Kind: replicator.DiffMissing, Key: []string{"a", "10"}, Shard: "t1"},
+			{Kind: replicator.DiffExtra, Key: []string{"a", "900011"}, Shard: "t2"},
+			{Kind: replicator.DiffChanged, Key: []string{"b", "25"}, Shard: "t1", Columns: []string{"note"}},
+			{Kind: replicator.DiffWrongShard, Key: []string{"c", "40"}, Shard: "t2"},
+		}, Unlisted: 0}
+	raw, err := json.Marshal(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	p := workflows.ReshardProgress{Phase: workflows.PhaseReadyForCutover, LastDiff: &workflows.DiffTablesResult{
+		Reports: map[string]json.RawMessage{"public.orders": raw}, Differences: 4, Done: true}}
+	if err := printDiff(&out, "reshard-shop-data", p); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"reshard-shop-data (phase ready_for_cutover): last VDiff 4 differences\n",
+		"public.orders  true  3       300          301          4 (changed 1, extra 1, missing 1, wrong_shard 1)\n",
+		"  public.orders: missing key (a, 10) on t1\n",
+		"  public.orders: extra key (a, 900011) on t2\n",
+		"  public.orders: changed key (b, 25) on t1, columns note\n",
+		"  public.orders: wrong_shard key (c, 40) on t2\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := printDiff(&out, "reshard-shop-data", workflows.ReshardProgress{Phase: workflows.PhaseCopying}); err != nil ||
+		!strings.Contains(out.String(), "has run no VDiff yet") {
+		t.Errorf("before any VDiff: %q, %v", out.String(), err)
 	}
 }
