@@ -117,3 +117,24 @@ func TestPrintDiff(t *testing.T) {
 		t.Errorf("before any VDiff: %q, %v", out.String(), err)
 	}
 }
+
+// TestLiveLineOnTerminal: on a terminal, the line is redrawn in place at
+// every poll, and ended with a newline once.
+func TestLiveLineOnTerminal(t *testing.T) {
+	var out bytes.Buffer
+	l := &liveLine{w: &out, tty: true}
+	l.show("phase copying")
+	l.show("phase copying")
+	l.show("phase catching_up")
+	l.done()
+	l.done()
+	if got, want := strings.Count(out.String(), "\r\x1b[K"), 3; got != want {
+		t.Errorf("%d redraws, want %d: %q", got, want, out.String())
+	}
+	if !strings.HasSuffix(out.String(), "  phase catching_up\n") || strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("output %q", out.String())
+	}
+	if newLiveLine(&out).tty {
+		t.Error("a buffer taken for a terminal")
+	}
+}
