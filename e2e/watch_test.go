@@ -15,7 +15,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	temporalsdk "go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
+	sdkwf "go.temporal.io/sdk/workflow"
 
 	"github.com/tesseradb/tessera/cli"
 	"github.com/tesseradb/tessera/dev/temporal"
@@ -267,5 +269,34 @@ func TestWorkerRegistersSearchAttributes(t *testing.T) {
 				t.Fatalf("%s: TesseraPhase not registered", c.srv.FrontendAddr())
 			}
 		}
+		// A workflow that sets it at once, before the server's caches
+		// know it, is held up a moment at most.
+		w := sdkworker.New(tcl, "phase-test", sdkworker.Options{})
+		w.RegisterWorkflowWithOptions(setPhaseWorkflow, sdkwf.RegisterOptions{Name: "SetPhase"})
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		run, err := tcl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "phase-test"}, "SetPhase")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Get(ctx, nil); err != nil {
+			t.Fatalf("%s: a workflow setting TesseraPhase: %v", c.srv.FrontendAddr(), err)
+		}
+		d, err := tcl.DescribeWorkflow(ctx, run.GetID(), run.GetRunID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if phase, ok := d.TypedSearchAttributes.GetKeyword(phaseKey); !ok || phase != "copying" {
+			t.Errorf("%s: TesseraPhase %q, %v", c.srv.FrontendAddr(), phase, ok)
+		}
 	}
+}
+
+var phaseKey = temporalsdk.NewSearchAttributeKeyKeyword(workflows.PhaseAttribute)
+
+// setPhaseWorkflow sets TesseraPhase as Tessera's workflows do.
+func setPhaseWorkflow(ctx sdkwf.Context) error {
+	return sdkwf.UpsertTypedSearchAttributes(ctx, phaseKey.ValueSet("copying"))
 }
