@@ -190,6 +190,11 @@ func TestWatchReshard(t *testing.T) {
 	if _, stderr, code := runCLI(ctx, "workflow", "show", "no-such-workflow"); code != 1 || !strings.Contains(stderr, "(SQLSTATE 42704)") {
 		t.Errorf("show of an unknown workflow: exit %d, stderr %q", code, stderr)
 	}
+	// A reshard its plan refuses ends the command with the refusal.
+	_, stderr, code = runCLI(ctx, "reshard", "--task-queue", queue, "--database", "shop", "--shard-group", "nosuch", "--target", "t1=-")
+	if code != 1 || !strings.Contains(stderr, `shard group "nosuch" does not exist`) || !strings.Contains(stderr, "(SQLSTATE 42704)") {
+		t.Errorf("a refused reshard: exit %d, stderr %q", code, stderr)
+	}
 }
 
 // listed returns the runs a visibility query lists, once it lists any
