@@ -34,10 +34,13 @@ func NewTemporalStarter(c client.Client, st *store.Store) Starter {
 	return s
 }
 
-func (s temporalStarter) start(ctx context.Context, id, workflow string, input any) error {
+// start starts a workflow; input's Summary is the line the Temporal UI
+// lists the run with.
+func (s temporalStarter) start(ctx context.Context, id, workflow string, input interface{ Summary() string }) error {
 	_, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                workflows.TaskQueue,
+		StaticSummary:            input.Summary(),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}, workflow, input)

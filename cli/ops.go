@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/workflows"
 )
 
 // opFlags are the flags every operation command shares. The cluster's
@@ -71,7 +72,7 @@ func runOp[R any](cmd *cobra.Command, f *opFlags, id, workflow string, input any
 		return err
 	}
 	defer c.Close()
-	run, err := startOp(ctx, cmd.ErrOrStderr(), c, id, workflow, input)
+	run, err := startOp(ctx, cmd.ErrOrStderr(), c, id, workflows.TaskQueue, workflow, input)
 	if err != nil || !f.wait {
 		return err
 	}

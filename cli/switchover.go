@@ -94,6 +94,8 @@ func scheduleSwitchover(cmd *cobra.Command, f *opFlags, in workflows.SwitchoverI
 		Workflow:  workflows.SwitchoverName,
 		Args:      []any{in},
 		TaskQueue: workflows.TaskQueue,
+		// Listed in the UI like a switchover started by hand.
+		StaticSummary: in.Summary(),
 	}
 	ctx := cmd.Context()
 	if err := f.requireShard(ctx); err != nil {

@@ -75,13 +75,22 @@ func (f *temporalFlags) dial(ctx context.Context) (client.Client, error) {
 	return c, nil
 }
 
-// startOp starts an operation's workflow under its fixed id. If one with
-// that id already runs, it says so and follows that one instead: the id
-// allows one operation per shard at a time.
-func startOp(ctx context.Context, w io.Writer, c client.Client, id, workflow string, input any) (client.WorkflowRun, error) {
+// summarized is an input that says in one line what its workflow does:
+// the summary the Temporal UI lists the run with.
+type summarized interface{ Summary() string }
+
+// startOp starts an operation's workflow under its fixed id, on queue. If
+// one with that id already runs, it says so and follows that one instead:
+// the id allows one operation per shard at a time.
+func startOp(ctx context.Context, w io.Writer, c client.Client, id, queue, workflow string, input any) (client.WorkflowRun, error) {
+	var summary string
+	if s, ok := input.(summarized); ok {
+		summary = s.Summary()
+	}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       id,
-		TaskQueue:                                workflows.TaskQueue,
+		TaskQueue:                                queue,
+		StaticSummary:                            summary,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,

@@ -21,6 +21,7 @@ import (
 	"github.com/tesseradb/tessera/dev/temporal"
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/worker"
+	"github.com/tesseradb/tessera/workflows"
 )
 
 // One real Temporal server and one dev cluster for the package: shard-0
@@ -53,7 +54,7 @@ func run(m *testing.M) int {
 	os.Chmod(base, 0o755)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	temporalSrv, err = temporal.Start(ctx, temporal.Config{FrontendPort: -1, UIPort: -1, DisableUI: true})
+	temporalSrv, err = temporal.Start(ctx, temporal.Config{FrontendPort: -1, UIPort: -1, DisableUI: true, SearchAttributes: workflows.SearchAttributes})
 	if err != nil {
 		log.Print(err)
 		return 1

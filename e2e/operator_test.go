@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -50,6 +51,14 @@ func TestOperatorCommands(t *testing.T) {
 		res.OldPrimary != before.Primary || res.NewPrimary == before.Primary {
 		t.Fatalf("tessera failover: result %+v; steps printed:\n%s", res, steps)
 	}
+	// Watched in the Temporal UI: its summary and its last phase.
+	show, _, code := runCLI(context.Background(), "workflow", "show", "failover-"+shard)
+	for _, want := range []string{"type:      Failover\n", "status:    completed\n", "phase:     done\n",
+		"summary:   Failover of shard " + shard + " (forced): requested by an operator\n"} {
+		if code != 0 || !strings.Contains(show, want) {
+			t.Errorf("workflow show failover-%s: exit %d, lacks %q:\n%s", shard, code, want, show)
+		}
+	}
 	awaitRejoined(t, before.Primary, 90*time.Second)
 	mid := settled(t)
 
@@ -65,5 +74,15 @@ func TestOperatorCommands(t *testing.T) {
 		}
 		return nil
 	})
+	// The schedule's run is listed with its summary, found by its phase.
+	done := listed(t, fmt.Sprintf(`WorkflowType = "%s" AND %s = "%s" AND WorkflowId STARTS_WITH "%s"`,
+		workflows.SwitchoverName, workflows.PhaseAttribute, workflows.PhaseDone, workflows.SwitchoverID(shard)))
+	d, err := tc.DescribeWorkflow(context.Background(), done[0].GetExecution().GetWorkflowId(), done[0].GetExecution().GetRunId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := d.GetStaticSummary(); err != nil || s != "Switchover of shard "+shard+": primary to the best replica" {
+		t.Errorf("the scheduled switchover's summary: %q, %v", s, err)
+	}
 	awaitRejoined(t, mid.Primary, 90*time.Second)
 }

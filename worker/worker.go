@@ -122,6 +122,9 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Temporal at %s: %w", cfg.TemporalAddr, err)
 	}
+	if err := EnsureSearchAttributes(ctx, w.temporal, cfg.Namespace); err != nil {
+		return nil, err
+	}
 	if w.acts, err = activities.New(activities.Config{Store: w.store, Secret: cfg.Secret, TLS: cfg.TLS, Logger: log}); err != nil {
 		return nil, err
 	}

@@ -61,13 +61,13 @@ func (b budget) ctx(ctx workflow.Context) workflow.Context {
 
 func inspect(ctx workflow.Context, shard string) (activities.ShardView, error) {
 	var v activities.ShardView
-	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.InspectShard, shard).Get(ctx, &v)
+	err := workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "inspect shard %s", shard), acts.InspectShard, shard).Get(ctx, &v)
 	return v, err
 }
 
 func fence(ctx workflow.Context, b budget, shard, instance string) (activities.FenceResult, error) {
 	var r activities.FenceResult
-	err := workflow.ExecuteActivity(b.ctx(ctx), acts.FenceInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, &r)
+	err := workflow.ExecuteActivity(withSummary(b.ctx(ctx), "fence %s of shard %s", instance, shard), acts.FenceInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, &r)
 	return r, err
 }
 
@@ -79,42 +79,42 @@ const drainWait = 2 * time.Second
 func drain(ctx workflow.Context, shard, instance string) (int, error) {
 	var open int
 	in := activities.DrainInput{Shard: shard, Instance: instance, Wait: drainWait}
-	err := workflow.ExecuteActivity(budget{drainWait + 5*time.Second, 1}.ctx(ctx), acts.DrainTransactions, in).Get(ctx, &open)
+	err := workflow.ExecuteActivity(withSummary(budget{drainWait + 5*time.Second, 1}.ctx(ctx), "drain %s of shard %s", instance, shard), acts.DrainTransactions, in).Get(ctx, &open)
 	return open, err
 }
 
 func unfence(ctx workflow.Context, shard, instance string) error {
-	return workflow.ExecuteActivity(normal.ctx(ctx), acts.UnfenceInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, nil)
+	return workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "unfence %s of shard %s", instance, shard), acts.UnfenceInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, nil)
 }
 
 func promote(ctx workflow.Context, shard, instance string) error {
-	return workflow.ExecuteActivity(promotion.ctx(ctx), acts.PromoteInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, nil)
+	return workflow.ExecuteActivity(withSummary(promotion.ctx(ctx), "promote %s of shard %s", instance, shard), acts.PromoteInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, nil)
 }
 
 func publish(ctx workflow.Context, in activities.PublishInput) (store.ShardState, error) {
 	var st store.ShardState
-	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.PublishPrimary, in).Get(ctx, &st)
+	err := workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "publish %s as primary of shard %s", in.Primary, in.Shard), acts.PublishPrimary, in).Get(ctx, &st)
 	return st, err
 }
 
 func follow(ctx workflow.Context, shard, instance, primary string) error {
 	in := activities.FollowInput{Shard: shard, Instance: instance, Primary: primary}
-	return workflow.ExecuteActivity(normal.ctx(ctx), acts.FollowPrimary, in).Get(ctx, nil)
+	return workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "point %s of shard %s at %s", instance, shard, primary), acts.FollowPrimary, in).Get(ctx, nil)
 }
 
 func rewind(ctx workflow.Context, shard, instance, primary string) error {
 	in := activities.FollowInput{Shard: shard, Instance: instance, Primary: primary}
-	return workflow.ExecuteActivity(rewinding.ctx(ctx), acts.RewindInstance, in).Get(ctx, nil)
+	return workflow.ExecuteActivity(withSummary(rewinding.ctx(ctx), "rewind %s of shard %s onto %s", instance, shard, primary), acts.RewindInstance, in).Get(ctx, nil)
 }
 
 func awaitStreaming(ctx workflow.Context, shard, instance, primary string) error {
 	in := activities.FollowInput{Shard: shard, Instance: instance, Primary: primary}
-	return workflow.ExecuteActivity(streaming.ctx(ctx), acts.AwaitStreaming, in).Get(ctx, nil)
+	return workflow.ExecuteActivity(withSummary(streaming.ctx(ctx), "wait for %s of shard %s to stream from %s", instance, shard, primary), acts.AwaitStreaming, in).Get(ctx, nil)
 }
 
 func waitForReplay(ctx workflow.Context, shard, instance string, lsn pgmanager.LSN) error {
 	in := activities.ReplayInput{Shard: shard, Instance: instance, LSN: lsn}
-	return workflow.ExecuteActivity(replay.ctx(ctx), acts.WaitForReplay, in).Get(ctx, nil)
+	return workflow.ExecuteActivity(withSummary(replay.ctx(ctx), "wait for %s of shard %s to replay up to %s", instance, shard, lsn), acts.WaitForReplay, in).Get(ctx, nil)
 }
 
 func applyDurability(ctx workflow.Context, shard, primary string) (string, error) {
@@ -124,7 +124,7 @@ func applyDurability(ctx workflow.Context, shard, primary string) (string, error
 // startDurability starts ApplyDurability; awaitDurability waits for it.
 func startDurability(ctx workflow.Context, shard, primary string) workflow.Future {
 	in := activities.DurabilityInput{Shard: shard, Primary: primary}
-	return workflow.ExecuteActivity(normal.ctx(ctx), acts.ApplyDurability, in)
+	return workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "apply the durability policy of shard %s on %s", shard, primary), acts.ApplyDurability, in)
 }
 
 func awaitDurability(ctx workflow.Context, f workflow.Future) (string, error) {
@@ -135,19 +135,19 @@ func awaitDurability(ctx workflow.Context, f workflow.Future) (string, error) {
 
 func storeDurability(ctx workflow.Context, shard string, policy store.Durability) error {
 	in := activities.PolicyInput{Shard: shard, Policy: policy}
-	return workflow.ExecuteActivity(normal.ctx(ctx), acts.StoreDurability, in).Get(ctx, nil)
+	return workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "store durability %s for shard %s", policy, shard), acts.StoreDurability, in).Get(ctx, nil)
 }
 
 func setBuffer(ctx workflow.Context, shard, reason string) (time.Time, error) {
 	var at time.Time
 	in := activities.BufferInput{Shard: shard, Reason: reason, For: bufferFor}
-	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.SetBuffer, in).Get(ctx, &at)
+	err := workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "ask routers to hold shard %s", shard), acts.SetBuffer, in).Get(ctx, &at)
 	return at, err
 }
 
 func clearBuffer(ctx workflow.Context, shard, reason string) (time.Time, error) {
 	var at time.Time
 	in := activities.BufferInput{Shard: shard, Reason: reason}
-	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.ClearBuffer, in).Get(ctx, &at)
+	err := workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "let routers resume shard %s", shard), acts.ClearBuffer, in).Get(ctx, &at)
 	return at, err
 }

@@ -14,7 +14,8 @@
 // changes (durability.go). names.go is the contract with the admin and the
 // CLI (task queue, workflow type names, ids, the step query); register.go
 // registers everything on a worker; calls.go gives each activity its
-// timeout and retry policy.
+// timeout and retry policy; ui.go is what the Temporal Web UI shows of a
+// run (summaries, current details, the TesseraPhase search attribute).
 //
 // Workflow code here is deterministic: time comes from workflow.Now,
 // iteration is over sorted slices, and everything that touches the world

@@ -58,6 +58,7 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 		return FailoverResult{}, err
 	}
 	defer end()
+	op := watchShardOp(ctx, p, "Failover", in.Shard)
 	if in.Reason != "" {
 		p.step("failover of shard %s: %s", in.Shard, in.Reason)
 	}
@@ -68,7 +69,7 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 	}
 	old := primaryOf(view)
 	res := FailoverResult{OldPrimary: old, Term: view.State.Term}
-	done := func() (FailoverResult, error) { res.Steps = p.steps; return res, nil }
+	done := func() (FailoverResult, error) { op.enter(ctx, PhaseDone); res.Steps = p.steps; return res, nil }
 
 	ov, known := view.Instance(old)
 	if known && ov.Reachable && ov.Writable && !in.Force {
@@ -86,6 +87,7 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 		// change, and the sidecar closes its connections once it does.
 		p.step("old primary %s does not answer its sidecar; not fenced", old)
 	case known && ov.Reachable:
+		op.enter(ctx, PhaseFencing)
 		p.step("fencing old primary %s", old)
 		if _, err := fence(ctx, quick, in.Shard, old); err != nil {
 			// Routers write only to the recorded primary, which is
@@ -104,10 +106,11 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 	}
 	cand, err := chooseCandidate(view, rules)
 	if err == nil && !cand.ready {
+		op.enter(ctx, PhaseReplaying)
 		p.step("waiting up to %s for a replica to replay all WAL received", catchUpWait)
 		deadline := workflow.Now(ctx).Add(catchUpWait)
 		for err == nil && !cand.ready && workflow.Now(ctx).Before(deadline) {
-			if err := workflow.Sleep(ctx, catchUpPoll); err != nil {
+			if err := sleep(ctx, catchUpPoll, "wait for a replica of shard %s to replay", in.Shard); err != nil {
 				return FailoverResult{}, err
 			}
 			if view, err = inspect(ctx, in.Shard); err != nil {
@@ -120,10 +123,12 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 		return FailoverResult{}, err
 	}
 
+	op.enter(ctx, PhasePromoting)
 	p.step("promoting %s (replayed %s of %s received)", cand.ID, cand.ReplayLSN, cand.Held())
 	if err := promote(ctx, in.Shard, cand.ID); err != nil {
 		return FailoverResult{}, failed(err, "promoting %s", cand.ID)
 	}
+	op.enter(ctx, PhasePublishing)
 	p.step("publishing %s as the primary of shard %s", cand.ID, in.Shard)
 	st, err := publish(ctx, activities.PublishInput{Shard: in.Shard, Primary: cand.ID, Expected: view.State.Primary})
 	if err != nil {
@@ -131,6 +136,7 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 	}
 	res.NewPrimary, res.Term = cand.ID, st.Term
 
+	op.enter(ctx, PhaseRepointing)
 	repoint(ctx, p, in.Shard, view, cand.ID, old)
 	p.step("restoring %s durability on %s", view.State.Durability.OrDefault(), cand.ID)
 	names, err := applyDurability(ctx, in.Shard, cand.ID)

@@ -27,12 +27,12 @@ func beginOperation(ctx workflow.Context, shard, kind string) (end func(), err e
 		return func() {}, nil
 	}
 	in := activities.OperationInput{Shard: shard, Kind: kind}
-	if err := workflow.ExecuteActivity(normal.ctx(ctx), acts.BeginOperation, in).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "record the %s of shard %s", kind, shard), acts.BeginOperation, in).Get(ctx, nil); err != nil {
 		return nil, failed(err, "recording the %s of shard %s", kind, shard)
 	}
 	return func() {
 		// Even when the workflow is cancelled.
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		workflow.ExecuteActivity(normal.ctx(dctx), acts.EndOperation, in).Get(dctx, nil)
+		workflow.ExecuteActivity(withSummary(normal.ctx(dctx), "end the record of the %s of shard %s", kind, shard), acts.EndOperation, in).Get(dctx, nil)
 	}, nil
 }

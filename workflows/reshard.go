@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -97,12 +96,10 @@ func (r *reshard) handlers(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: func() error { return errCutoverPlanned }})
 }
 
-// phase records the phase for the queries and, as the run's current
-// details, for the Temporal UI.
+// phase records the phase for the queries and, as TesseraPhase and the
+// run's current details, for the Temporal UI.
 func (r *reshard) phase(ctx workflow.Context, name string) {
-	r.prog.Phase = name
-	r.p.step("phase %s", name)
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Reshard of %s.%s: %s", r.in.Database, r.in.ShardGroup, name))
+	enterReshardPhase(ctx, r.p, r.in, &r.prog, name)
 }
 
 func (r *reshard) result() ReshardResult {
@@ -164,6 +161,7 @@ func (r *reshard) validate(ctx workflow.Context) error {
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+		Summary:             "plan the reshard of " + r.in.Database + "." + r.in.ShardGroup,
 	}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), PlanReshardActivity, in).Get(ctx, &r.plan); err != nil {
 		return failed(err, "checking the reshard of %s.%s", r.in.Database, r.in.ShardGroup)
@@ -193,7 +191,8 @@ func (r *reshard) copy(ctx workflow.Context) error {
 	r.phase(ctx, PhaseCopying)
 	futures := make([]workflow.Future, len(r.plan.Sources))
 	for i, src := range r.plan.Sources {
-		futures[i] = workflow.ExecuteActivity(replicatorCtx(ctx), CopyTablesActivity, SourceInput{Plan: r.plan, Source: src})
+		actx := withSummary(replicatorCtx(ctx), "copy %s from %s to %v", r.plan.tableNames(), src, r.plan.Targets)
+		futures[i] = workflow.ExecuteActivity(actx, CopyTablesActivity, SourceInput{Plan: r.plan, Source: src})
 	}
 	var errs []error
 	for i, f := range futures {
@@ -214,7 +213,8 @@ func (r *reshard) startStreams(ctx workflow.Context) {
 	sctx, stop := workflow.WithCancel(ctx)
 	r.stop, r.streams = stop, map[string]workflow.Future{}
 	for _, src := range r.plan.Sources {
-		r.streams[src] = workflow.ExecuteActivity(replicatorCtx(sctx), StreamChangesActivity, SourceInput{Plan: r.plan, Source: src})
+		actx := withSummary(replicatorCtx(sctx), "stream %s from %s to %v", r.plan.tableNames(), src, r.plan.Targets)
+		r.streams[src] = workflow.ExecuteActivity(actx, StreamChangesActivity, SourceInput{Plan: r.plan, Source: src})
 	}
 	r.p.step("streaming changes from %v", r.plan.Sources)
 }
@@ -257,7 +257,7 @@ func (r *reshard) sampleLag(ctx workflow.Context) error {
 		return err
 	}
 	var lag StreamLagResult
-	err := workflow.ExecuteActivity(normal.ctx(ctx), StreamLagActivity, r.plan).Get(ctx, &lag)
+	err := workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "lag of the streams from %v", r.plan.Sources), StreamLagActivity, r.plan).Get(ctx, &lag)
 	if err != nil {
 		// A missed sample is not a failure of the reshard.
 		r.p.log.Warn("reading the streams' lag", "error", errText(err))
@@ -266,6 +266,7 @@ func (r *reshard) sampleLag(ctx workflow.Context) error {
 	for _, s := range lag.Sources {
 		r.prog.Streams[s.Source] = s
 	}
+	r.p.show()
 	return nil
 }
 
@@ -287,7 +288,7 @@ func (r *reshard) catchUp(ctx workflow.Context) error {
 			r.p.step("every stream is within %d bytes of its source", limit)
 			return nil
 		}
-		if err := workflow.Sleep(ctx, lagPoll); err != nil {
+		if err := sleep(ctx, lagPoll, "wait for the streams from %v to catch up", r.plan.Sources); err != nil {
 			return err
 		}
 	}
@@ -300,7 +301,8 @@ func (r *reshard) diff(ctx workflow.Context) error {
 		return err
 	}
 	var res DiffTablesResult
-	err := workflow.ExecuteActivity(replicatorCtx(ctx), DiffTablesActivity, r.plan).Get(ctx, &res)
+	actx := withSummary(replicatorCtx(ctx), "VDiff %s: %v against %v", r.plan.tableNames(), r.plan.Sources, r.plan.Targets)
+	err := workflow.ExecuteActivity(actx, DiffTablesActivity, r.plan).Get(ctx, &res)
 	if err != nil {
 		return failed(err, "VDiff")
 	}
@@ -332,6 +334,7 @@ func (r *reshard) cleanup(ctx workflow.Context) error {
 		StartToCloseTimeout: 5 * time.Minute,
 		HeartbeatTimeout:    replicatorHeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 20},
+		Summary:             "drop the reshard's slots, publications and origins on " + r.plan.shardNames(),
 	}
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, opts), CleanupReshardActivity, r.plan).Get(dctx, nil)
 	if err == nil {

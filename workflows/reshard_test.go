@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -180,7 +181,7 @@ func TestReshardRunsToCutoverThenCancelCleansUp(t *testing.T) {
 			t.Error(err)
 		} else {
 			var md sdkpb.WorkflowMetadata
-			if err := v.Get(&md); err != nil || md.GetCurrentDetails() != "Reshard of store.customer_data: ready_for_cutover" {
+			if err := v.Get(&md); err != nil || !strings.Contains(md.GetCurrentDetails(), "**Reshard store.customer_data**: ready_for_cutover") || !strings.Contains(md.GetCurrentDetails(), "rows copied: 220") {
 				t.Errorf("current details %q, %v", md.GetCurrentDetails(), err)
 			}
 		}

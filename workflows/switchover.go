@@ -60,6 +60,7 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 		return SwitchoverResult{}, err
 	}
 	defer end()
+	op := watchShardOp(ctx, p, "Switchover", in.Shard)
 	p.step("inspecting shard %s", in.Shard)
 	view, err := inspect(ctx, in.Shard)
 	if err != nil {
@@ -76,6 +77,7 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	}
 	res := SwitchoverResult{OldPrimary: old, NewPrimary: cand, Term: view.State.Term}
 
+	op.enter(ctx, PhaseDraining)
 	p.step("asking routers to hold shard %s's statements", in.Shard)
 	bufferedAt, err := setBuffer(ctx, in.Shard, bufferReason)
 	if err != nil {
@@ -86,6 +88,8 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	// workflow is cancelled.
 	undo := func(cause error, format string, args ...any) (SwitchoverResult, error) {
 		uctx, _ := workflow.NewDisconnectedContext(ctx)
+		op.enter(uctx, PhaseUndoing)
+		defer op.enter(uctx, PhaseFailed)
 		if fenced {
 			p.step("unfencing %s", old)
 			if err := unfence(uctx, in.Shard, old); err != nil {
@@ -105,6 +109,7 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	} else if open > 0 {
 		p.step("%d transactions still open on %s end with the fence", open, old)
 	}
+	op.enter(ctx, PhaseFencing)
 	p.step("fencing old primary %s", old)
 	// Set before the call: a fence whose answer was lost still fenced.
 	fenced = true
@@ -115,14 +120,17 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	if fr.CurrentLSN == 0 {
 		return undo(activities.Refuse(pgerr.ObjectNotInPrerequisiteState, "%s reported no WAL position", old), "fencing %s", old)
 	}
+	op.enter(ctx, PhaseReplaying)
 	p.step("waiting for %s to replay up to %s", cand, fr.CurrentLSN)
 	if err := waitForReplay(ctx, in.Shard, cand, fr.CurrentLSN); err != nil {
 		return undo(err, "waiting for %s to replay up to %s", cand, fr.CurrentLSN)
 	}
+	op.enter(ctx, PhasePromoting)
 	p.step("promoting %s", cand)
 	if err := promote(ctx, in.Shard, cand); err != nil {
 		return undo(err, "promoting %s", cand)
 	}
+	op.enter(ctx, PhasePublishing)
 	p.step("publishing %s as the primary of shard %s", cand, in.Shard)
 	st, err := publish(ctx, activities.PublishInput{Shard: in.Shard, Primary: cand, Expected: view.State.Primary})
 	if err != nil {
@@ -140,6 +148,7 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	// parallelSteps they run side by side, which shortens the pause by
 	// the shorter of the two; the version keeps switchovers started
 	// before it replaying as they ran.
+	op.enter(ctx, PhaseRepointing)
 	var names string
 	var durErr error
 	if workflow.GetVersion(ctx, parallelSteps, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
@@ -157,6 +166,7 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	}
 	// The old primary's rejoin restarts it, which routers need not wait
 	// for: they resume before it.
+	op.enter(ctx, PhaseResuming)
 	p.step("letting routers resume shard %s", in.Shard)
 	resumedAt, err := clearBuffer(ctx, in.Shard, bufferReason)
 	if err != nil {
@@ -166,9 +176,11 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	if durErr != nil {
 		return SwitchoverResult{}, failed(durErr, "%s is the primary (term %d) but its durability policy is not restored", cand, st.Term)
 	}
+	op.enter(ctx, PhaseRejoining)
 	if err := rejoinAsReplica(ctx, p, in.Shard, old, cand, false); err != nil {
 		return SwitchoverResult{}, failed(err, "%s is the primary (term %d) but %s has not rejoined; start Rejoin", cand, st.Term, old)
 	}
+	op.enter(ctx, PhaseDone)
 	res.Steps = p.steps
 	return res, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tesseradb/tessera/cli"
 	"github.com/tesseradb/tessera/dev"
 	"github.com/tesseradb/tessera/dev/temporal"
+	"github.com/tesseradb/tessera/workflows"
 )
 
 func main() {
@@ -21,7 +22,8 @@ func main() {
 // startTemporal adapts temporal.Start to dev's hook.
 func startTemporal(ctx context.Context, dbFile string, frontendPort, uiPort int, _ *slog.Logger) (dev.TemporalServer, error) {
 	// Temporal's own logging is very verbose: only its errors are shown.
-	srv, err := temporal.Start(ctx, temporal.Config{DBFile: dbFile, FrontendPort: frontendPort, UIPort: uiPort})
+	srv, err := temporal.Start(ctx, temporal.Config{DBFile: dbFile, FrontendPort: frontendPort, UIPort: uiPort,
+		SearchAttributes: workflows.SearchAttributes})
 	if err != nil {
 		return nil, err
 	}

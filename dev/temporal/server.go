@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -77,6 +78,12 @@ type Config struct {
 	// starts, so they are usable as soon as Start returns. Default
 	// ["default"]. The first is the one the UI opens.
 	Namespaces []string
+
+	// SearchAttributes are the custom search attributes (name and type)
+	// every namespace is created with, e.g. Tessera's TesseraPhase
+	// (workflows.SearchAttributes). A namespace that already exists in
+	// DBFile keeps those it has; Tessera's workers add theirs if missing.
+	SearchAttributes map[string]enumspb.IndexedValueType
 
 	// Logger receives the server's logs. Temporal logs a great deal at
 	// Info and Debug; whether a record is written is for the logger's
@@ -186,7 +193,7 @@ func start(ctx context.Context, cfg Config) (srv *Server, err error) {
 	// Persistence, and the namespaces, before the server starts: a namespace
 	// registered through the API would not be usable until the frontend's
 	// namespace cache refreshes.
-	sqlCfg, err := prepareSQLite(cfg.DBFile, cfg.Namespaces)
+	sqlCfg, err := prepareSQLite(cfg.DBFile, cfg.Namespaces, cfg.SearchAttributes)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +343,7 @@ func (c *Config) fill() error {
 
 // prepareSQLite returns the persistence config for dbFile ("" for memory),
 // with its schema set up and the namespaces created.
-func prepareSQLite(dbFile string, namespaces []string) (*config.SQL, error) {
+func prepareSQLite(dbFile string, namespaces []string, searchAttributes map[string]enumspb.IndexedValueType) (*config.SQL, error) {
 	sqlCfg := &config.SQL{PluginName: sqliteplugin.PluginName}
 	if dbFile == "" {
 		// The sqlite plugin sets up the schema of an in-memory database
@@ -364,7 +371,7 @@ func prepareSQLite(dbFile string, namespaces []string) (*config.SQL, error) {
 	}
 	nsConfigs := make([]*sqliteschema.NamespaceConfig, len(namespaces))
 	for i, ns := range namespaces {
-		c, err := sqliteschema.NewNamespaceConfig(clusterName, ns, false, nil)
+		c, err := sqliteschema.NewNamespaceConfig(clusterName, ns, false, searchAttributes)
 		if err != nil {
 			return nil, fmt.Errorf("temporal: namespace %q: %w", ns, err)
 		}
