@@ -59,6 +59,13 @@ type Stream struct {
 	// StatusInterval is how often the applied position is reported;
 	// zero means DefaultStatusInterval.
 	StatusInterval time.Duration
+	// SkipOriginPrefix, when set, makes the stream skip every source
+	// transaction whose replication origin's name begins with it: the
+	// ones a replicator stream applied there. After a cutover a reverse
+	// stream applies the targets' writes to the sources while the forward
+	// slot is kept; neither must carry the other's changes back, or each
+	// change would loop between the shards for ever.
+	SkipOriginPrefix string
 
 	targetOf   map[string]int
 	sourceEnd  atomic.Uint64 // the source's WAL end when last asked
@@ -239,6 +246,9 @@ type decoder struct {
 	// reachedStop: a transaction committing at or after Stream.StopAt
 	// began; it and what follows are left for the next Run.
 	reachedStop bool
+	// skipTx: the open transaction carries a replication origin the
+	// stream skips (Stream.SkipOriginPrefix).
+	skipTx bool
 }
 
 func (d *decoder) copyData(ctx context.Context, conn *pgconn.PgConn, data []byte) error {
@@ -290,15 +300,27 @@ func (d *decoder) message(ctx context.Context, walData []byte) error {
 			d.reachedStop = true
 			return nil
 		}
-		d.inTx, d.commitLSN = true, m.FinalLSN
+		d.inTx, d.commitLSN, d.skipTx = true, m.FinalLSN, false
 		for i := range d.pending {
 			d.pending[i] = d.pending[i][:0]
 		}
+	case *pglogrepl.OriginMessage:
+		// pgoutput sends it after Begin, before the transaction's changes.
+		d.skipTx = d.s.SkipOriginPrefix != "" && strings.HasPrefix(m.Name, d.s.SkipOriginPrefix)
 	case *pglogrepl.InsertMessageV2:
+		if d.skipTx {
+			return nil
+		}
 		return d.insert(m.RelationID, m.Tuple)
 	case *pglogrepl.UpdateMessageV2:
+		if d.skipTx {
+			return nil
+		}
 		return d.update(&m.UpdateMessage)
 	case *pglogrepl.DeleteMessageV2:
+		if d.skipTx {
+			return nil
+		}
 		return d.delete(m.RelationID, m.OldTuple)
 	case *pglogrepl.CommitMessage:
 		return d.commit(ctx, m)
@@ -307,7 +329,7 @@ func (d *decoder) message(ctx context.Context, walData []byte) error {
 	case *pglogrepl.StreamStartMessageV2, *pglogrepl.StreamCommitMessageV2, *pglogrepl.StreamAbortMessageV2:
 		return pgerr.New(pgerr.ProtocolViolation, "streamed in-progress transactions were not asked for")
 	}
-	// Type, origin and logical decoding messages change nothing here.
+	// Type and logical decoding messages change nothing here.
 	return nil
 }
 

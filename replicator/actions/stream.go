@@ -59,7 +59,7 @@ func (a *Actions) newStream(ctx context.Context, plan workflows.ReshardPlan, sou
 	}
 	defer closeAll(src)
 	s := &replicator.Stream{Workflow: plan.Key, Source: source, SourceConnString: srcURL,
-		Slot: plan.Slot(source), Publication: plan.Publication()}
+		Slot: plan.Slot(source), Publication: plan.Publication(), SkipOriginPrefix: plan.OriginPrefix()}
 	for _, t := range plan.Tables {
 		table, err := replicator.DescribeTable(ctx, src, t.Schema, t.Name, t.ShardColumn)
 		if err != nil {
