@@ -29,20 +29,18 @@ const (
 	replicatorHeartbeatTimeout = 30 * time.Second
 )
 
-// errCutoverPlanned answers SwitchTraffic: the cutover is not built yet.
-var errCutoverPlanned = temporal.NewNonRetryableApplicationError(
-	"not yet implemented: the cutover (SwitchTraffic) is planned", pgerr.FeatureNotSupported, nil)
-
 // Reshard moves a shard group's key ranges to a new set of shards: it
 // checks the plan (PlanReshard: nothing is changed if it fails), copies
 // every table of the group from each source shard (one heartbeating
 // CopyTables per source), starts one change stream per source
 // (StreamChanges), waits for the streams to catch up, runs a VDiff
-// (DiffTables) and then waits, streams running, for a cutover that is not
-// built yet: SwitchTraffic is refused. The Cancel signal (or cancelling
-// the workflow) stops everything and drops what the reshard created on
-// every instance (CleanupReshard). Queries: PhaseQuery, ProgressQuery,
-// StepQuery.
+// (DiffTables) and then waits, streams running, for the SwitchTraffic
+// update, which moves the group's reads and writes to the targets and
+// starts reverse streams (reshard_cutover.go); the Complete update then
+// ends it. The Cancel signal (or cancelling the workflow) before the
+// cutover stops everything and drops what the reshard created on every
+// instance (CleanupReshard); after the cutover the signal is refused.
+// Queries: PhaseQuery, ProgressQuery, StepQuery.
 func Reshard(ctx workflow.Context, in ReshardInput) (ReshardResult, error) {
 	p, err := track(ctx)
 	if err != nil {
@@ -55,9 +53,16 @@ func Reshard(ctx workflow.Context, in ReshardInput) (ReshardResult, error) {
 	// work is cancelled by the Cancel signal, or with the workflow.
 	work, cancelWork := workflow.WithCancel(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		workflow.GetSignalChannel(ctx, CancelSignal).Receive(ctx, nil)
-		r.p.step("cancel requested")
-		cancelWork()
+		for {
+			workflow.GetSignalChannel(ctx, CancelSignal).Receive(ctx, nil)
+			if why := r.cancelRefusal(); why != "" {
+				r.p.step("Cancel refused: %s", why)
+				continue
+			}
+			r.p.step("cancel requested")
+			cancelWork()
+			return
+		}
 	})
 	err = r.run(work)
 	if work.Err() != nil && !workflow.IsContinueAsNewError(err) {
@@ -80,8 +85,18 @@ type reshard struct {
 	prog    ReshardProgress
 	plan    ReshardPlan
 	planned bool
+	// live is the plan whose streams run: the forward plan before the
+	// cutover, its reverse after.
+	live    ReshardPlan
 	streams map[string]workflow.Future
 	stop    workflow.CancelFunc
+	// want is the update (SwitchTraffic or Complete) the main loop is
+	// asked to run, reply its outcome; one at a time.
+	want  string
+	reply error
+	// fenceTried: a cutover may have left a fence and a table buffer
+	// that a cancel must undo.
+	fenceTried bool
 }
 
 func (r *reshard) handlers(ctx workflow.Context) error {
@@ -91,10 +106,49 @@ func (r *reshard) handlers(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (ReshardProgress, error) { return r.prog, nil }); err != nil {
 		return err
 	}
-	// The validator refuses before anything is written to the history.
-	return workflow.SetUpdateHandlerWithOptions(ctx, SwitchTrafficUpdate,
-		func(workflow.Context) error { return errCutoverPlanned },
-		workflow.UpdateHandlerOptions{Validator: func() error { return errCutoverPlanned }})
+	// The validators refuse before anything is written to the history.
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, SwitchTrafficUpdate, r.request(SwitchTrafficUpdate),
+		workflow.UpdateHandlerOptions{Validator: func() error { return r.allowed(SwitchTrafficUpdate, PhaseReadyForCutover) }}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, CompleteUpdate, r.request(CompleteUpdate),
+		workflow.UpdateHandlerOptions{Validator: func() error { return r.allowed(CompleteUpdate, PhaseSwitched) }})
+}
+
+// request hands an update to the main loop, which owns the streams, and
+// returns its outcome.
+func (r *reshard) request(name string) func(workflow.Context) error {
+	return func(ctx workflow.Context) error {
+		r.want = name
+		if err := workflow.Await(ctx, func() bool { return r.want == "" }); err != nil {
+			return err
+		}
+		return r.reply
+	}
+}
+
+// allowed refuses an update outside its phase, or while another runs.
+func (r *reshard) allowed(name, phase string) error {
+	if r.want != "" {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s is running: wait for it", r.want), pgerr.ObjectNotInPrerequisiteState, nil)
+	}
+	if r.prog.Phase != phase {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s needs phase %s; the reshard is in phase %s", name, phase, r.prog.Phase),
+			pgerr.ObjectNotInPrerequisiteState, nil)
+	}
+	return nil
+}
+
+// cancelRefusal says why the Cancel signal cannot stop the reshard now,
+// or "" when it can.
+func (r *reshard) cancelRefusal() string {
+	switch {
+	case r.prog.Cutover != nil:
+		return "the cutover is done: the targets serve the group. ReverseTraffic (planned) must move it back first; Complete ends the reshard"
+	case r.want != "":
+		return r.want + " is running: wait for it"
+	}
+	return ""
 }
 
 // phase records the phase for the queries and, as the run's current
@@ -120,6 +174,12 @@ func (r *reshard) run(ctx workflow.Context) error {
 			r.prog.Streams[k] = v
 		}
 		r.p.step("continued as new: the copy is done")
+		if res.Cutover != nil {
+			r.prog.Cutover = res.Cutover
+			r.startStreams(ctx, r.plan.Reversed())
+			r.phase(ctx, PhaseSwitched)
+			return r.switched(ctx)
+		}
 	} else {
 		if err := r.validate(ctx); err != nil {
 			return err
@@ -129,7 +189,7 @@ func (r *reshard) run(ctx workflow.Context) error {
 		}
 	}
 	r.phase(ctx, PhaseCatchingUp)
-	r.startStreams(ctx)
+	r.startStreams(ctx, r.plan)
 	if err := r.catchUp(ctx); err != nil {
 		return err
 	}
@@ -140,23 +200,44 @@ func (r *reshard) run(ctx workflow.Context) error {
 		}
 	}
 	r.phase(ctx, PhaseReadyForCutover)
-	r.p.step("waiting for the cutover, which is planned: Cancel ends the reshard")
+	r.p.step("waiting for SwitchTraffic: Cancel ends the reshard")
 	for {
-		if err := workflow.Sleep(ctx, readyLagPoll); err != nil {
+		requested, err := workflow.AwaitWithTimeout(ctx, readyLagPoll, func() bool { return r.want != "" })
+		if err != nil {
 			return err
 		}
-		if err := r.sampleLag(ctx); err != nil {
-			return err
-		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > reshardHistoryLimit {
-			if err := r.stopStreams(ctx); err != nil {
+		if requested {
+			r.reply = r.switchTraffic(ctx)
+			r.want = ""
+			if r.prog.Cutover != nil {
+				return r.switched(ctx)
+			}
+			if err := ctx.Err(); err != nil {
 				return err
 			}
-			next := r.in
-			next.Resume = &ReshardResume{Plan: r.plan, Copied: r.prog.Copied, LastDiff: r.prog.LastDiff, Streams: r.prog.Streams}
-			return workflow.NewContinueAsNewError(ctx, ReshardName, next)
+			continue
+		}
+		if err := r.idle(ctx); err != nil {
+			return err
 		}
 	}
+}
+
+// idle refreshes the streams' lag and continues as new when the history
+// grows long.
+func (r *reshard) idle(ctx workflow.Context) error {
+	if err := r.sampleLag(ctx); err != nil {
+		return err
+	}
+	if workflow.GetInfo(ctx).GetCurrentHistoryLength() <= reshardHistoryLimit {
+		return nil
+	}
+	if err := r.stopStreams(ctx); err != nil {
+		return err
+	}
+	next := r.in
+	next.Resume = &ReshardResume{Plan: r.plan, Copied: r.prog.Copied, LastDiff: r.prog.LastDiff, Streams: r.prog.Streams, Cutover: r.prog.Cutover}
+	return workflow.NewContinueAsNewError(ctx, ReshardName, next)
 }
 
 func (r *reshard) validate(ctx workflow.Context) error {
@@ -210,13 +291,15 @@ func (r *reshard) copy(ctx workflow.Context) error {
 	return errors.Join(errs...)
 }
 
-func (r *reshard) startStreams(ctx workflow.Context) {
+// startStreams starts one stream per source of plan: the forward plan,
+// or after the cutover its reverse.
+func (r *reshard) startStreams(ctx workflow.Context, plan ReshardPlan) {
 	sctx, stop := workflow.WithCancel(ctx)
-	r.stop, r.streams = stop, map[string]workflow.Future{}
-	for _, src := range r.plan.Sources {
-		r.streams[src] = workflow.ExecuteActivity(replicatorCtx(sctx), StreamChangesActivity, SourceInput{Plan: r.plan, Source: src})
+	r.live, r.stop, r.streams = plan, stop, map[string]workflow.Future{}
+	for _, src := range plan.Sources {
+		r.streams[src] = workflow.ExecuteActivity(replicatorCtx(sctx), StreamChangesActivity, SourceInput{Plan: plan, Source: src})
 	}
-	r.p.step("streaming changes from %v", r.plan.Sources)
+	r.p.step("streaming changes from %v to %v", plan.Sources, plan.Targets)
 }
 
 // stopStreams cancels the streams and waits until they have stopped.
@@ -226,7 +309,7 @@ func (r *reshard) stopStreams(ctx workflow.Context) error {
 	}
 	r.stop()
 	var errs []error
-	for _, src := range r.plan.Sources {
+	for _, src := range r.live.Sources {
 		err := r.streams[src].Get(ctx, nil)
 		var canceled *temporal.CanceledError
 		if err != nil && !errors.As(err, &canceled) {
@@ -240,7 +323,10 @@ func (r *reshard) stopStreams(ctx workflow.Context) error {
 // streamFailed reports a stream that ended by itself: only a refusal
 // ends one (its retries are unbounded), and the reshard cannot go on.
 func (r *reshard) streamFailed(ctx workflow.Context) error {
-	for _, src := range r.plan.Sources {
+	if r.streams == nil {
+		return nil
+	}
+	for _, src := range r.live.Sources {
 		if f := r.streams[src]; f.IsReady() {
 			err := f.Get(ctx, nil)
 			if err == nil {
@@ -253,11 +339,14 @@ func (r *reshard) streamFailed(ctx workflow.Context) error {
 }
 
 func (r *reshard) sampleLag(ctx workflow.Context) error {
+	if r.streams == nil {
+		return nil // a failed Complete stopped them
+	}
 	if err := r.streamFailed(ctx); err != nil {
 		return err
 	}
 	var lag StreamLagResult
-	err := workflow.ExecuteActivity(normal.ctx(ctx), StreamLagActivity, r.plan).Get(ctx, &lag)
+	err := workflow.ExecuteActivity(normal.ctx(ctx), StreamLagActivity, r.live).Get(ctx, &lag)
 	if err != nil {
 		// A missed sample is not a failure of the reshard.
 		r.p.log.Warn("reading the streams' lag", "error", errText(err))
@@ -306,7 +395,7 @@ func (r *reshard) diff(ctx workflow.Context) error {
 	}
 	r.prog.LastDiff = &res
 	r.p.step("VDiff: %d differences", res.Differences)
-	r.startStreams(ctx)
+	r.startStreams(ctx, r.plan)
 	return nil
 }
 
@@ -323,19 +412,37 @@ func (r *reshard) cancel(ctx workflow.Context) (ReshardResult, error) {
 }
 
 // cleanup runs, whatever cancelled the workflow, in a context of its own.
+// Before the cutover it also undoes a fence and a table buffer a stopped
+// SwitchTraffic may have left; after it, it drops the reverse streams'
+// objects too and keeps the fence, which keeps stale routers' writes off
+// the sources.
 func (r *reshard) cleanup(ctx workflow.Context) error {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	if err := r.stopStreams(dctx); err != nil {
 		r.p.step("%s", errText(err))
 	}
-	opts := workflow.ActivityOptions{
-		StartToCloseTimeout: 5 * time.Minute,
-		HeartbeatTimeout:    replicatorHeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 20},
+	actx := workflow.WithActivityOptions(dctx, cleanupOptions)
+	if r.fenceTried && r.prog.Cutover == nil {
+		if err := r.undoFence(dctx, r.cutoverInput(dctx)); err != nil {
+			return err
+		}
 	}
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, opts), CleanupReshardActivity, r.plan).Get(dctx, nil)
-	if err == nil {
-		r.p.step("dropped the slots, publications, origins and progress rows of %s", r.plan.Key)
+	plans := []ReshardPlan{r.plan}
+	if r.prog.Cutover != nil {
+		plans = append(plans, r.plan.Reversed())
 	}
-	return err
+	for _, plan := range plans {
+		if err := workflow.ExecuteActivity(actx, CleanupReshardActivity, plan).Get(dctx, nil); err != nil {
+			return err
+		}
+	}
+	r.p.step("dropped the slots, publications, origins and progress rows of %s", r.plan.Key)
+	return nil
+}
+
+// cleanupOptions: dropping what a reshard made is retried for a while.
+var cleanupOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 5 * time.Minute,
+	HeartbeatTimeout:    replicatorHeartbeatTimeout,
+	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 20},
 }

@@ -32,6 +32,10 @@ type fakeReplicator struct {
 	planErr   error
 	// copyBlocks makes CopyTables wait for cancellation.
 	copyBlocks bool
+	// fenceErr fails FenceSources; fenced says whether a fence is up.
+	fenceErr error
+	fenced   bool
+	buffered bool
 }
 
 func (f *fakeReplicator) record(call string) {
@@ -124,6 +128,7 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		f.slots = map[string]bool{}
 		return nil
 	})
+	registerFakeCutover(t, env, f, reg)
 	env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).After(1000 * time.Hour).
 		Return(errors.New("a stream ended by itself"))
 	env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).After(1000 * time.Hour).
@@ -184,9 +189,9 @@ func TestReshardRunsToCutoverThenCancelCleansUp(t *testing.T) {
 				t.Errorf("current details %q, %v", md.GetCurrentDetails(), err)
 			}
 		}
-		env.UpdateWorkflow(SwitchTrafficUpdate, "switch-1", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(CompleteUpdate, "complete-1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { switchErr = err },
-			OnAccept:   func() { t.Error("SwitchTraffic was accepted") },
+			OnAccept:   func() { t.Error("Complete was accepted before the cutover") },
 			OnComplete: func(any, error) {},
 		})
 		env.SignalWorkflow(CancelSignal, nil)
@@ -209,8 +214,8 @@ func TestReshardRunsToCutoverThenCancelCleansUp(t *testing.T) {
 		t.Fatalf("ready with lag %d", s.LagBytes)
 	}
 	var appErr *temporal.ApplicationError
-	if !errors.As(switchErr, &appErr) || appErr.Type() != pgerr.FeatureNotSupported {
-		t.Fatalf("SwitchTraffic: %v", switchErr)
+	if !errors.As(switchErr, &appErr) || appErr.Type() != pgerr.ObjectNotInPrerequisiteState {
+		t.Fatalf("Complete before the cutover: %v", switchErr)
 	}
 	// Copies, then streams, a diff with the streams stopped, streams again,
 	// and the cleanup after they stopped.

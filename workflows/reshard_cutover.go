@@ -1,0 +1,206 @@
+package workflows
+
+import (
+	"regexp"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesseradb/tessera/pgerr"
+)
+
+const (
+	// cutoverBufferFor is how long routers hold the group's statements:
+	// longer than the fence's retries and the catch-up take, so that a
+	// cutover that goes well is waited out, not failed.
+	cutoverBufferFor = 10 * time.Second
+	// cutoverMaxCatchUp: a stream that takes longer to confirm its
+	// source's position refuses the cutover (the streams confirm every
+	// second, so about a second of work is left at most).
+	cutoverMaxCatchUp = 3 * time.Second
+	// cutoverRouterWait bounds the wait for routers to apply the new
+	// topology; past it the fence keeps stale routers' writes off the
+	// sources, and they plan them again.
+	cutoverRouterWait = 30 * time.Second
+)
+
+// notBufferID is what a table buffer id may not hold.
+var notBufferID = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+
+// cutoverStep gives one cutover step's activity: bounded, a few attempts.
+func cutoverStep(ctx workflow.Context, timeout time.Duration, attempts int32) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: timeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    200 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    2 * time.Second,
+			MaximumAttempts:    attempts,
+		},
+	})
+}
+
+func (r *reshard) cutoverInput(ctx workflow.Context) CutoverInput {
+	limit := r.in.MaxLagBytes
+	if limit <= 0 {
+		limit = defaultMaxLagBytes
+	}
+	return CutoverInput{
+		Plan:        r.plan,
+		BufferID:    notBufferID.ReplaceAllString(workflow.GetInfo(ctx).WorkflowExecution.ID, "_"),
+		BufferFor:   cutoverBufferFor,
+		MaxLagBytes: limit,
+		MaxCatchUp:  cutoverMaxCatchUp,
+		RouterWait:  cutoverRouterWait,
+	}
+}
+
+// switchTraffic is SwitchTraffic's work. Before the topology switch any
+// failure undoes what it did (the fence, the buffer), restarts the
+// forward streams and returns why; the operator may try again. From the
+// switch on it only goes forward.
+func (r *reshard) switchTraffic(ctx workflow.Context) error {
+	if d := r.prog.LastDiff; d == nil || !d.Done || d.Differences != 0 {
+		return temporal.NewNonRetryableApplicationError("the last VDiff is not clean: a cutover needs one with no differences",
+			pgerr.ObjectNotInPrerequisiteState, nil)
+	}
+	if err := r.streamFailed(ctx); err != nil {
+		return err
+	}
+	in := r.cutoverInput(ctx)
+	var check CheckCutoverResult
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 1), CheckCutoverActivity, in).Get(ctx, &check); err != nil {
+		return failed(err, "checking the streams before the cutover")
+	}
+	r.p.step("streams ready for the cutover: catch-up %v s", check.CatchUpSeconds)
+	r.phase(ctx, PhaseSwitching)
+	// The streams stop before the buffer is set: their cancellation takes
+	// up to a heartbeat, which routers need not wait out.
+	if err := r.stopStreams(ctx); err != nil {
+		r.startStreams(ctx, r.plan)
+		r.phase(ctx, PhaseReadyForCutover)
+		return err
+	}
+	r.fenceTried = true
+	report := &CutoverReport{}
+	if err := r.beforeSwitch(ctx, &in, report); err != nil {
+		if uerr := r.undoFence(ctx, in); uerr != nil {
+			// The sources stay fenced: the reshard cannot go on safely.
+			return failed(uerr, "undoing the fence after %s", errText(err))
+		}
+		r.fenceTried = false
+		r.startStreams(ctx, r.plan)
+		r.phase(ctx, PhaseReadyForCutover)
+		return err
+	}
+	// The point of no return is behind: record it before anything else.
+	r.prog.Cutover = report
+	r.p.step("topology revision %d routes the group to %v", report.Revision, r.plan.Targets)
+	r.afterSwitch(ctx, in, report)
+	r.startStreams(ctx, r.plan.Reversed())
+	r.phase(ctx, PhaseSwitched)
+	r.p.step("writes paused %s (fence to topology switch); routers held the tables %s", report.WritePause(), report.BufferHeld())
+	return nil
+}
+
+// beforeSwitch runs the cutover up to and including the topology switch.
+func (r *reshard) beforeSwitch(ctx workflow.Context, in *CutoverInput, report *CutoverReport) error {
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, 10*time.Second, 3), SetTableBufferActivity, *in).Get(ctx, &report.BufferSet); err != nil {
+		return failed(err, "setting the table buffer")
+	}
+	// A lock timeout (a transaction held open on a source) is retried.
+	var fence FenceResult
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, 10*time.Second, 3), FenceSourcesActivity, *in).Get(ctx, &fence); err != nil {
+		return failed(err, "fencing the sources")
+	}
+	in.Markers, report.Fenced = fence.Markers, fence.Fenced
+	r.p.step("sources fenced at markers %v", fence.Markers)
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, time.Minute, 3), CatchUpToMarkerActivity, *in).Get(ctx, nil); err != nil {
+		return failed(err, "applying the sources' changes up to the fence")
+	}
+	var seqs map[string]int64
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 3), SetSequencesActivity, *in).Get(ctx, &seqs); err != nil {
+		return failed(err, "setting the targets' sequences")
+	}
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 3), PrepareReverseActivity, *in).Get(ctx, nil); err != nil {
+		return failed(err, "preparing the reverse streams")
+	}
+	var sw SwitchTopologyResult
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, 10*time.Second, 5), SwitchTopologyActivity, *in).Get(ctx, &sw); err != nil {
+		return failed(err, "switching the topology")
+	}
+	report.Revision, report.Switched = sw.Revision, sw.Switched
+	return nil
+}
+
+// afterSwitch waits, bounded, for the routers and ends the buffer. A
+// failure here changes no data: the fence refuses stale writes and the
+// buffer ends by itself after cutoverBufferFor.
+func (r *reshard) afterSwitch(ctx workflow.Context, in CutoverInput, report *CutoverReport) {
+	in.Revision = report.Revision
+	var waited WaitRoutersResult
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, cutoverRouterWait+10*time.Second, 3), WaitRoutersActivity, in).Get(ctx, &waited); err != nil {
+		r.p.step("waiting for the routers: %s", errText(err))
+	}
+	report.RoutersWaiting = waited.Waiting
+	if len(waited.Waiting) > 0 {
+		r.p.step("routers %v had not applied revision %d after %s; the fence refuses their writes", waited.Waiting, report.Revision, cutoverRouterWait)
+	}
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, 10*time.Second, 5), ClearTableBufferActivity, in).Get(ctx, &report.BufferCleared); err != nil {
+		r.p.step("clearing the table buffer: %s (it ends by itself after %s)", errText(err), cutoverBufferFor)
+	}
+}
+
+// undoFence gives the sources their writes back and ends the buffer.
+func (r *reshard) undoFence(ctx workflow.Context, in CutoverInput) error {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if err := workflow.ExecuteActivity(cutoverStep(dctx, 30*time.Second, 10), UnfenceSourcesActivity, in).Get(dctx, nil); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(cutoverStep(dctx, 10*time.Second, 10), ClearTableBufferActivity, in).Get(dctx, nil); err != nil {
+		return err
+	}
+	r.p.step("cutover undone: sources unfenced, table buffer cleared")
+	return nil
+}
+
+// switched waits, reverse streams running, for Complete.
+func (r *reshard) switched(ctx workflow.Context) error {
+	for {
+		requested, err := workflow.AwaitWithTimeout(ctx, readyLagPoll, func() bool { return r.want != "" })
+		if err != nil {
+			return err
+		}
+		if !requested {
+			if err := r.idle(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		r.reply = r.complete(ctx)
+		r.want = ""
+		if r.reply == nil {
+			// Let Complete's caller have its answer before the run ends.
+			return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+		}
+	}
+}
+
+// complete stops the reverse streams and drops everything the reshard
+// made, and the moved rows from the sources. A failure leaves the
+// streams stopped; Complete may be asked again (each step is idempotent).
+func (r *reshard) complete(ctx workflow.Context) error {
+	if err := r.stopStreams(ctx); err != nil {
+		r.p.step("%s", errText(err))
+	}
+	opts := cleanupOptions
+	opts.HeartbeatTimeout = 0
+	opts.StartToCloseTimeout = 30 * time.Minute
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), CompleteReshardActivity, r.plan).Get(ctx, nil); err != nil {
+		return failed(err, "completing the reshard")
+	}
+	r.phase(ctx, PhaseCompleted)
+	r.p.step("completed: nothing of %s is left on any instance; the sources' moved rows are deleted", r.plan.Key)
+	return nil
+}
