@@ -17,7 +17,7 @@ type CutoverInput struct {
 	MaxLagBytes int64         `json:"max_lag_bytes,omitempty"`
 	MaxCatchUp  time.Duration `json:"max_catch_up,omitempty"`
 	// Markers are, per source, the LSN of the fence's marker message
-	// (FenceSources' result; CatchUpToMarker's input).
+	// (FenceSources' result, for the record).
 	Markers map[string]string `json:"markers,omitempty"`
 	// Revision is the topology revision that moved the group
 	// (WaitRouters' input).

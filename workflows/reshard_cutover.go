@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"regexp"
 	"time"
 
@@ -19,6 +20,9 @@ const (
 	// source's position refuses the cutover (the streams confirm every
 	// second, so about a second of work is left at most).
 	cutoverMaxCatchUp = 3 * time.Second
+	// cutoverMarkerWait bounds the wait for the streams to apply the
+	// fence's marker: far more than the catch-up CheckCutover measured.
+	cutoverMarkerWait = 30 * time.Second
 	// cutoverRouterWait bounds the wait for routers to apply the new
 	// topology; past it the fence keeps stale routers' writes off the
 	// sources, and they plan them again.
@@ -75,13 +79,6 @@ func (r *reshard) switchTraffic(ctx workflow.Context) error {
 	}
 	r.p.step("streams ready for the cutover: catch-up %v s", check.CatchUpSeconds)
 	r.phase(ctx, PhaseSwitching)
-	// The streams stop before the buffer is set: their cancellation takes
-	// up to a heartbeat, which routers need not wait out.
-	if err := r.stopStreams(ctx); err != nil {
-		r.startStreams(ctx, r.plan)
-		r.phase(ctx, PhaseReadyForCutover)
-		return err
-	}
 	r.fenceTried = true
 	report := &CutoverReport{}
 	if err := r.beforeSwitch(ctx, &in, report); err != nil {
@@ -90,6 +87,11 @@ func (r *reshard) switchTraffic(ctx workflow.Context) error {
 			return failed(uerr, "undoing the fence after %s", errText(err))
 		}
 		r.fenceTried = false
+		// Streams that stopped at the marker, or did not reach it, start
+		// again from their slots.
+		if serr := r.stopStreams(ctx); serr != nil {
+			r.p.step("%s", errText(serr))
+		}
 		r.startStreams(ctx, r.plan)
 		r.phase(ctx, PhaseReadyForCutover)
 		return err
@@ -116,8 +118,8 @@ func (r *reshard) beforeSwitch(ctx workflow.Context, in *CutoverInput, report *C
 	}
 	in.Markers, report.Fenced = fence.Markers, fence.Fenced
 	r.p.step("sources fenced at markers %v", fence.Markers)
-	if err := workflow.ExecuteActivity(cutoverStep(ctx, time.Minute, 3), CatchUpToMarkerActivity, *in).Get(ctx, nil); err != nil {
-		return failed(err, "applying the sources' changes up to the fence")
+	if err := r.awaitMarkers(ctx); err != nil {
+		return err
 	}
 	var seqs map[string]int64
 	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 3), SetSequencesActivity, *in).Get(ctx, &seqs); err != nil {
@@ -131,6 +133,35 @@ func (r *reshard) beforeSwitch(ctx workflow.Context, in *CutoverInput, report *C
 		return failed(err, "switching the topology")
 	}
 	report.Revision, report.Switched = sw.Revision, sw.Switched
+	return nil
+}
+
+// awaitMarkers waits for every forward stream to end by itself, which it
+// does once it has applied its source's fence marker and with it every
+// write the fenced tables took (StreamChanges).
+func (r *reshard) awaitMarkers(ctx workflow.Context) error {
+	ended, err := workflow.AwaitWithTimeout(ctx, cutoverMarkerWait, func() bool {
+		for _, f := range r.streams {
+			if !f.IsReady() {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if !ended {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("the streams did not apply the fence's marker within %s", cutoverMarkerWait), queryCanceled, nil)
+	}
+	for _, src := range r.live.Sources {
+		if err := r.streams[src].Get(ctx, nil); err != nil {
+			return failed(err, "stream from %s before the fence's marker", src)
+		}
+	}
+	r.stop, r.streams = nil, nil
+	r.p.step("every target has applied its sources' writes up to the fence")
 	return nil
 }
 

@@ -35,29 +35,26 @@ func registerFakeCutover(t *testing.T, env *testsuite.TestWorkflowEnvironment, f
 	reg(SetTableBufferActivity, func(ctx context.Context, in CutoverInput) (time.Time, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if err := streamsStopped(in.Plan); err != nil {
-			return time.Time{}, err
-		}
 		f.calls, f.buffered = append(f.calls, "buffer"), true
 		return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), nil
 	})
 	reg(FenceSourcesActivity, func(ctx context.Context, in CutoverInput) (FenceResult, error) {
-		f.record("fence")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.calls = append(f.calls, "fence")
 		if f.fenceErr != nil {
 			return FenceResult{}, f.fenceErr
 		}
 		f.fenced = true
 		return FenceResult{Markers: map[string]string{"s1": "0/100", "s2": "0/200"}, Fenced: time.Date(2026, 1, 1, 0, 0, 0, 100e6, time.UTC)}, nil
 	})
-	reg(CatchUpToMarkerActivity, func(ctx context.Context, in CutoverInput) error {
-		f.record("catch-up")
-		if in.Markers["s2"] != "0/200" {
-			return errors.New("no markers")
-		}
-		return nil
-	})
 	reg(SetSequencesActivity, func(ctx context.Context, in CutoverInput) (map[string]int64, error) {
-		f.record("sequences")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if err := streamsStopped(in.Plan); err != nil {
+			return nil, err
+		}
+		f.calls = append(f.calls, "sequences")
 		return map[string]int64{}, nil
 	})
 	reg(PrepareReverseActivity, func(ctx context.Context, in CutoverInput) error {
@@ -114,6 +111,8 @@ var updates int
 func TestReshardSwitchTrafficThenComplete(t *testing.T) {
 	f := &fakeReplicator{lag: 50 << 20}
 	env := newReshardEnv(t, f)
+	// The running streams apply the fence's marker a second after it.
+	f.streamsEndAt = env.Now().Add(10*time.Minute + time.Second)
 	var early, switchErr, cancelDuring, completeErr error
 	var afterSwitch ReshardProgress
 	env.RegisterDelayedCallback(func() { update(env, SwitchTrafficUpdate, &early) }, time.Second)
@@ -148,7 +147,7 @@ func TestReshardSwitchTrafficThenComplete(t *testing.T) {
 	}
 	// The steps in order; then the reverse streams (from the targets) run
 	// until Complete stops them.
-	want := []string{"check", "buffer", "fence", "catch-up", "sequences", "reverse", "switch", "routers", "unbuffer"}
+	want := []string{"check", "buffer", "fence", "sequences", "reverse", "switch", "routers", "unbuffer"}
 	var got []string
 	for _, c := range f.calls {
 		for _, w := range want {
@@ -165,7 +164,7 @@ func TestReshardSwitchTrafficThenComplete(t *testing.T) {
 			t.Fatalf("cutover steps %v, want %v", got, want)
 		}
 	}
-	if f.called("stream t") != 4 || f.called("complete") != 1 || f.called("cleanup") != 0 {
+	if f.called("stream s") != 4 || f.called("stream t") != 4 || f.called("complete") != 1 || f.called("cleanup") != 0 {
 		t.Fatalf("calls %v", f.calls)
 	}
 }

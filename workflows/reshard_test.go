@@ -36,6 +36,8 @@ type fakeReplicator struct {
 	fenceErr error
 	fenced   bool
 	buffered bool
+	// streamsEndAt: when running streams reach a fence's marker.
+	streamsEndAt time.Time
 }
 
 func (f *fakeReplicator) record(call string) {
@@ -129,10 +131,27 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		return nil
 	})
 	registerFakeCutover(t, env, f, reg)
-	env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).After(1000 * time.Hour).
-		Return(errors.New("a stream ended by itself"))
-	env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).After(1000 * time.Hour).
-		Return(errors.New("a stream ended by itself"))
+	// A stream ends by itself only once its source is fenced (it has
+	// applied the fence's marker): at f.streamsEndAt, when that is set,
+	// and only if the fence is up by then.
+	streamRuns := func() time.Duration {
+		if d := f.streamsEndAt.Sub(env.Now()); !f.streamsEndAt.IsZero() && d > 0 {
+			return d
+		}
+		return 1000 * time.Hour
+	}
+	for range 2 {
+		env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).AfterFn(streamRuns).
+			Return(func(ctx context.Context, in SourceInput) error {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if f.fenced {
+					delete(f.streaming, in.Source)
+					return nil
+				}
+				return errors.New("a stream ended by itself")
+			})
+	}
 	env.SetOnActivityStartedListener(func(info *activity.Info, ctx context.Context, args converter.EncodedValues) {
 		if info.ActivityType.Name != StreamChangesActivity {
 			return

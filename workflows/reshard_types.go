@@ -43,7 +43,6 @@ const (
 	CheckCutoverActivity     = "CheckCutover"
 	SetTableBufferActivity   = "SetTableBuffer"
 	FenceSourcesActivity     = "FenceSources"
-	CatchUpToMarkerActivity  = "CatchUpToMarker"
 	SetSequencesActivity     = "SetSequences"
 	PrepareReverseActivity   = "PrepareReverse"
 	SwitchTopologyActivity   = "SwitchTopology"

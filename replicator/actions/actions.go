@@ -43,7 +43,6 @@ func (a *Actions) Register(r worker.Registry) {
 		workflows.CheckCutoverActivity:     a.CheckCutover,
 		workflows.SetTableBufferActivity:   a.SetTableBuffer,
 		workflows.FenceSourcesActivity:     a.FenceSources,
-		workflows.CatchUpToMarkerActivity:  a.CatchUpToMarker,
 		workflows.SetSequencesActivity:     a.SetSequences,
 		workflows.PrepareReverseActivity:   a.PrepareReverse,
 		workflows.SwitchTopologyActivity:   a.SwitchTopology,

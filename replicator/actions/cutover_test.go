@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.temporal.io/sdk/temporal"
@@ -21,17 +22,39 @@ import (
 const cutoverDDL = `CREATE TABLE public.customers (customer_id int8 PRIMARY KEY, name text);
 	CREATE TABLE public.orders (id bigserial, customer_id int8 NOT NULL REFERENCES customers, note text, PRIMARY KEY (customer_id, id))`
 
-// runStreamInBackground runs StreamChanges until the returned stop is
-// called, which waits for it to end.
-func runStreamInBackground(t *testing.T, a *Actions, plan workflows.ReshardPlan, source string) (stop func()) {
+// backgroundStream is a StreamChanges running in a goroutine.
+type backgroundStream struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func runStreamInBackground(t *testing.T, a *Actions, plan workflows.ReshardPlan, source string) *backgroundStream {
 	ctx, cancel := context.WithCancel(testCtx(t))
-	done := make(chan error, 1)
-	go func() { done <- a.StreamChanges(ctx, workflows.SourceInput{Plan: plan, Source: source}) }()
-	return func() {
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("stream from %s ended with %v", source, err)
+	s := &backgroundStream{cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- a.StreamChanges(ctx, workflows.SourceInput{Plan: plan, Source: source}) }()
+	t.Cleanup(cancel)
+	return s
+}
+
+// stop cancels the stream and checks that it ends so.
+func (s *backgroundStream) stop(t *testing.T) {
+	s.cancel()
+	if err := <-s.done; !errors.Is(err, context.Canceled) {
+		t.Errorf("stream ended with %v", err)
+	}
+}
+
+// reachesMarker checks that the stream ends by itself (it applied the
+// fence's marker) in time.
+func (s *backgroundStream) reachesMarker(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("the stream stopped at the fence with %v", err)
 		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream did not stop at the fence's marker")
 	}
 }
 
@@ -82,14 +105,13 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 		MaxLagBytes: 1 << 20, MaxCatchUp: 5 * time.Second, RouterWait: 300 * time.Millisecond}
 
 	// Preconditions, with the stream running as the workflow has it.
-	stopStream := runStreamInBackground(t, a, plan, "s1")
+	stream := runStreamInBackground(t, a, plan, "s1")
 	mustExec(t, src, `INSERT INTO orders (customer_id, note) VALUES (5, 'streamed')`)
 	check, err := a.CheckCutover(ctx, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("preconditions: %+v", check)
-	stopStream()
 
 	if _, err := a.SetTableBuffer(ctx, in); err != nil {
 		t.Fatal(err)
@@ -121,15 +143,18 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A fence undone (a later step failed) gives the source its writes
-	// back; the retried fence then covers them too.
+	// The fence stops the running stream at its marker. A fence undone
+	// (a later step failed) gives the source its writes back and the
+	// stream starts again; the next fence covers those writes too.
 	fenced, err := a.FenceSources(ctx, in)
 	if err != nil {
 		t.Fatal(err)
 	}
+	stream.reachesMarker(t)
 	if err := a.UnfenceSources(ctx, in); err != nil {
 		t.Fatal(err)
 	}
+	stream = runStreamInBackground(t, a, plan, "s1")
 	mustExec(t, src, `INSERT INTO customers VALUES (100002, 'after the undo')`)
 	fenced, err = a.FenceSources(ctx, in)
 	if err != nil {
@@ -149,9 +174,7 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 	wantCustomers := count(t, src, "SELECT count(*) FROM customers")
 	wantOrders := count(t, src, "SELECT count(*) FROM orders")
 
-	if err := a.CatchUpToMarker(ctx, in); err != nil {
-		t.Fatal(err)
-	}
+	stream.reachesMarker(t)
 	total := func(sql string) int64 { return count(t, t1, sql) + count(t, t2, sql) }
 	if got := total("SELECT count(*) FROM customers"); got != wantCustomers {
 		t.Fatalf("%d customers on the targets, %d on the source", got, wantCustomers)
@@ -234,7 +257,7 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 	}
 
 	// Writes on the targets flow back to the fenced source.
-	stopReverse := []func(){runStreamInBackground(t, a, rev, "t1"), runStreamInBackground(t, a, rev, "t2")}
+	reverse := []*backgroundStream{runStreamInBackground(t, a, rev, "t1"), runStreamInBackground(t, a, rev, "t2")}
 	newTop, err := topo.Parse(plan.TargetTopology)
 	if err != nil {
 		t.Fatal(err)
@@ -256,8 +279,8 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, stop := range stopReverse {
-		stop()
+	for _, s := range reverse {
+		s.stop(t)
 	}
 	// The forward stream skips what the reverse streams applied: running
 	// it over those transactions applies nothing on the targets.
@@ -275,9 +298,11 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 	if err := src.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&now); err != nil {
 		t.Fatal(err)
 	}
-	catchUp := in
-	catchUp.Markers = map[string]string{"s1": now}
-	if err := a.CatchUpToMarker(ctx, catchUp); err != nil {
+	stopAt, err := pglogrepl.ParseLSN(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.runStream(ctx, plan, "s1", stopAt, false); err != nil {
 		t.Fatal(err)
 	}
 	if after := origin(); after != before {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/pgwire"
+	"github.com/tesseradb/tessera/replicator"
 	"github.com/tesseradb/tessera/workflows"
 )
 
@@ -38,7 +38,8 @@ const lockNotAvailable = "55P03"
 // that wrote to the tables committed before the lock was granted, so
 // before the marker: a stream that has applied everything committed
 // before the marker has every acknowledged write, and nothing can be
-// written after it. A statement queued behind the lock plans again once
+// written after it. The running StreamChanges activities stop by
+// themselves once they have applied the marker's transaction. A statement queued behind the lock plans again once
 // it gets the lock (Postgres reads the invalidated table definition) and
 // meets the trigger.
 //
@@ -65,6 +66,12 @@ func (a *Actions) FenceSources(ctx context.Context, in workflows.CutoverInput) (
 		res.Markers[src] = marker.String()
 	}
 	return res, nil
+}
+
+// fenceMarker is the logical decoding message a fence writes, at which
+// the plan's streams stop.
+func fenceMarker(plan workflows.ReshardPlan) replicator.LogicalMessage {
+	return replicator.LogicalMessage{Prefix: pgerr.CutoverFencePrefix, Content: plan.Key}
 }
 
 // fenceError keeps a lock timeout retryable, which activityError would
@@ -119,8 +126,8 @@ func fence(ctx context.Context, conn *pgx.Conn, plan workflows.ReshardPlan) (pgl
 		}
 	}
 	var marker pglogrepl.LSN
-	if err := tx.QueryRow(ctx, "SELECT pg_logical_emit_message(true, $1, $2)::text",
-		pgerr.CutoverFencePrefix, plan.Key).Scan(&marker); err != nil {
+	m := fenceMarker(plan)
+	if err := tx.QueryRow(ctx, "SELECT pg_logical_emit_message(true, $1, $2)::text", m.Prefix, m.Content).Scan(&marker); err != nil {
 		return 0, err
 	}
 	return marker, tx.Commit(ctx)
@@ -154,37 +161,4 @@ type execer interface {
 func unfence(ctx context.Context, conn execer, plan workflows.ReshardPlan) error {
 	_, err := conn.Exec(ctx, "DROP FUNCTION IF EXISTS "+pgx.Identifier{"_tessera", plan.FenceTrigger()}.Sanitize()+"() CASCADE")
 	return err
-}
-
-// CatchUpToMarker runs each source's stream (the workflow has stopped
-// the long-running ones) exactly up to its fence marker: when it returns,
-// every target has applied, durably and with its origin advanced, every
-// source transaction that committed before the fence, and the slot is
-// confirmed there. An empty or unpublished transaction advances no
-// origin, so the stream's own stop at the marker is the proof, not the
-// origins: Stream.Run with StopAt returns only once the position every
-// target has applied passes the marker.
-func (a *Actions) CatchUpToMarker(ctx context.Context, in workflows.CutoverInput) error {
-	stop := beating(ctx, func() any { return nil })
-	defer stop()
-	var wg sync.WaitGroup
-	errs := make([]error, len(in.Plan.Sources))
-	for i, src := range in.Plan.Sources {
-		marker, err := pglogrepl.ParseLSN(in.Markers[src])
-		if err != nil || marker == 0 {
-			return refuse(pgerr.InvalidParameterValue, "source %s has no fence marker (%q)", src, in.Markers[src])
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = a.runStream(ctx, in.Plan, src, marker, false)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err // each is already an activity error with its SQLSTATE
-		}
-	}
-	return nil
 }

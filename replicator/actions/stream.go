@@ -13,9 +13,12 @@ import (
 )
 
 // StreamChanges applies one source's changes to the targets until the
-// workflow cancels it: one long activity per source, heartbeating the
-// lag. A restarted attempt resumes from the targets' replication origins,
-// so it neither skips nor re-applies a source transaction.
+// workflow cancels it, or until it has applied the source's cutover fence
+// marker (FenceSources), when it returns nil: every write the fenced
+// tables took is then applied on the targets. One long activity per
+// source, heartbeating the lag. A restarted attempt resumes from the
+// targets' replication origins, so it neither skips nor re-applies a
+// source transaction.
 func (a *Actions) StreamChanges(ctx context.Context, in workflows.SourceInput) error {
 	return a.runStream(ctx, in.Plan, in.Source, 0, true)
 }
@@ -29,6 +32,9 @@ func (a *Actions) runStream(ctx context.Context, plan workflows.ReshardPlan, sou
 	}
 	defer closeConns()
 	s.StopAt = stopAt
+	if stopAt == 0 {
+		s.StopAtMessage = fenceMarker(plan)
+	}
 	if beat {
 		stop := beating(ctx, func() any {
 			bytes, seconds := s.Lag()
