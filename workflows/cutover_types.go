@@ -7,6 +7,12 @@ import "time"
 // CutoverInput is the input of the cutover's activities.
 type CutoverInput struct {
 	Plan ReshardPlan `json:"plan"`
+	// FenceGeneration numbers the fences of one reshard: a fence writes
+	// it in its marker, and the streams started for it stop only at a
+	// marker of their generation. An undone fence's markers (a retried
+	// fence writes one per attempt) stay in the WAL; the streams started
+	// after the undo, of the next generation, pass them by.
+	FenceGeneration int `json:"fence_generation,omitempty"`
 	// BufferID names the table buffer the cutover sets and clears.
 	BufferID string `json:"buffer_id,omitempty"`
 	// BufferFor is how long routers hold the tables' statements.

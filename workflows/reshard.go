@@ -97,6 +97,8 @@ type reshard struct {
 	// fenceTried: a cutover may have left a fence and a table buffer
 	// that a cancel must undo.
 	fenceTried bool
+	// fenceGen is the next fence's generation (CutoverInput).
+	fenceGen int
 }
 
 func (r *reshard) handlers(ctx workflow.Context) error {
@@ -165,7 +167,7 @@ func (r *reshard) result() ReshardResult {
 
 func (r *reshard) run(ctx workflow.Context) error {
 	if res := r.in.Resume; res != nil {
-		r.plan, r.planned = res.Plan, true
+		r.plan, r.planned, r.fenceGen = res.Plan, true, res.FenceGeneration
 		r.prog.LastDiff = res.LastDiff
 		for k, v := range res.Copied {
 			r.prog.Copied[k] = v
@@ -236,7 +238,8 @@ func (r *reshard) idle(ctx workflow.Context) error {
 		return err
 	}
 	next := r.in
-	next.Resume = &ReshardResume{Plan: r.plan, Copied: r.prog.Copied, LastDiff: r.prog.LastDiff, Streams: r.prog.Streams, Cutover: r.prog.Cutover}
+	next.Resume = &ReshardResume{Plan: r.plan, Copied: r.prog.Copied, LastDiff: r.prog.LastDiff, Streams: r.prog.Streams,
+		Cutover: r.prog.Cutover, FenceGeneration: r.fenceGen}
 	return workflow.NewContinueAsNewError(ctx, ReshardName, next)
 }
 
@@ -297,7 +300,8 @@ func (r *reshard) startStreams(ctx workflow.Context, plan ReshardPlan) {
 	sctx, stop := workflow.WithCancel(ctx)
 	r.live, r.stop, r.streams = plan, stop, map[string]workflow.Future{}
 	for _, src := range plan.Sources {
-		r.streams[src] = workflow.ExecuteActivity(replicatorCtx(sctx), StreamChangesActivity, SourceInput{Plan: plan, Source: src})
+		in := SourceInput{Plan: plan, Source: src, FenceGeneration: r.fenceGen}
+		r.streams[src] = workflow.ExecuteActivity(replicatorCtx(sctx), StreamChangesActivity, in)
 	}
 	r.p.step("streaming changes from %v to %v", plan.Sources, plan.Targets)
 }

@@ -51,12 +51,13 @@ func (r *reshard) cutoverInput(ctx workflow.Context) CutoverInput {
 		limit = defaultMaxLagBytes
 	}
 	return CutoverInput{
-		Plan:        r.plan,
-		BufferID:    notBufferID.ReplaceAllString(workflow.GetInfo(ctx).WorkflowExecution.ID, "_"),
-		BufferFor:   cutoverBufferFor,
-		MaxLagBytes: limit,
-		MaxCatchUp:  cutoverMaxCatchUp,
-		RouterWait:  cutoverRouterWait,
+		Plan:            r.plan,
+		FenceGeneration: r.fenceGen,
+		BufferID:        notBufferID.ReplaceAllString(workflow.GetInfo(ctx).WorkflowExecution.ID, "_"),
+		BufferFor:       cutoverBufferFor,
+		MaxLagBytes:     limit,
+		MaxCatchUp:      cutoverMaxCatchUp,
+		RouterWait:      cutoverRouterWait,
 	}
 }
 
@@ -88,7 +89,9 @@ func (r *reshard) switchTraffic(ctx workflow.Context) error {
 		}
 		r.fenceTried = false
 		// Streams that stopped at the marker, or did not reach it, start
-		// again from their slots.
+		// again from their slots, and stop only at the next fence's
+		// marker: this one's may be in the WAL more than once.
+		r.fenceGen++
 		if serr := r.stopStreams(ctx); serr != nil {
 			r.p.step("%s", errText(serr))
 		}

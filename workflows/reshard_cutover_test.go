@@ -195,6 +195,10 @@ func TestReshardFailedFenceUndoesTheCutover(t *testing.T) {
 	if f.fenced || f.buffered || f.called("unfence") != 1 || f.called("switch") != 0 || f.called("stream s") != 6 {
 		t.Fatalf("fenced %v, buffered %v, calls %v", f.fenced, f.buffered, f.calls)
 	}
+	// The streams restarted after the undo stop only at the next fence.
+	if g := f.generations; len(g) != 6 || g[3] != 0 || g[4] != 1 || g[5] != 1 {
+		t.Fatalf("fence generations of the streams: %v", g)
+	}
 	if res.Phase != PhaseCancelled || f.called("cleanup") != 1 {
 		t.Fatalf("result %+v, calls %v", res, f.calls)
 	}

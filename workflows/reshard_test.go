@@ -38,6 +38,8 @@ type fakeReplicator struct {
 	buffered bool
 	// streamsEndAt: when running streams reach a fence's marker.
 	streamsEndAt time.Time
+	// generations: each started stream's fence generation.
+	generations []int
 }
 
 func (f *fakeReplicator) record(call string) {
@@ -163,6 +165,7 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		f.record("stream " + in.Source)
 		f.mu.Lock()
 		f.streaming[in.Source] = true
+		f.generations = append(f.generations, in.FenceGeneration)
 		f.mu.Unlock()
 	})
 	env.SetOnActivityCanceledListener(func(info *activity.Info) {

@@ -111,6 +111,8 @@ type ReshardResume struct {
 	// Cutover is set once the topology is switched: the run continues
 	// in phase switched.
 	Cutover *CutoverReport `json:"cutover,omitempty"`
+	// FenceGeneration is the next fence's (CutoverInput).
+	FenceGeneration int `json:"fence_generation,omitempty"`
 }
 
 // ReshardTable is one table of the group: where it is and its shard key.
@@ -197,6 +199,9 @@ type PlanReshardInput struct {
 type SourceInput struct {
 	Plan   ReshardPlan `json:"plan"`
 	Source string      `json:"source"`
+	// FenceGeneration names the fence whose marker ends StreamChanges
+	// (CutoverInput.FenceGeneration).
+	FenceGeneration int `json:"fence_generation,omitempty"`
 }
 
 // CopyTablesResult says what one source's copy did.

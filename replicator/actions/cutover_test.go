@@ -28,10 +28,11 @@ type backgroundStream struct {
 	done   chan error
 }
 
-func runStreamInBackground(t *testing.T, a *Actions, plan workflows.ReshardPlan, source string) *backgroundStream {
+func runStreamInBackground(t *testing.T, a *Actions, plan workflows.ReshardPlan, source string, fenceGeneration int) *backgroundStream {
 	ctx, cancel := context.WithCancel(testCtx(t))
 	s := &backgroundStream{cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- a.StreamChanges(ctx, workflows.SourceInput{Plan: plan, Source: source}) }()
+	in := workflows.SourceInput{Plan: plan, Source: source, FenceGeneration: fenceGeneration}
+	go func() { s.done <- a.StreamChanges(ctx, in) }()
 	t.Cleanup(cancel)
 	return s
 }
@@ -105,7 +106,7 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 		MaxLagBytes: 1 << 20, MaxCatchUp: 5 * time.Second, RouterWait: 300 * time.Millisecond}
 
 	// Preconditions, with the stream running as the workflow has it.
-	stream := runStreamInBackground(t, a, plan, "s1")
+	stream := runStreamInBackground(t, a, plan, "s1", 0)
 	mustExec(t, src, `INSERT INTO orders (customer_id, note) VALUES (5, 'streamed')`)
 	check, err := a.CheckCutover(ctx, in)
 	if err != nil {
@@ -145,7 +146,9 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 
 	// The fence stops the running stream at its marker. A fence undone
 	// (a later step failed) gives the source its writes back and the
-	// stream starts again; the next fence covers those writes too.
+	// stream starts again, for the next generation's marker: it passes
+	// a marker of the undone generation (a retried fence writes one per
+	// attempt), and the next fence covers the writes after the undo.
 	fenced, err := a.FenceSources(ctx, in)
 	if err != nil {
 		t.Fatal(err)
@@ -154,8 +157,11 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 	if err := a.UnfenceSources(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	stream = runStreamInBackground(t, a, plan, "s1")
+	in.FenceGeneration++
+	stream = runStreamInBackground(t, a, plan, "s1", in.FenceGeneration)
 	mustExec(t, src, `INSERT INTO customers VALUES (100002, 'after the undo')`)
+	mustExec(t, src, `SELECT pg_logical_emit_message(true, $1, $2)`, pgerr.CutoverFencePrefix, plan.Key+"/0")
+	mustExec(t, src, `INSERT INTO customers VALUES (100004, 'after a stale marker')`)
 	fenced, err = a.FenceSources(ctx, in)
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +188,7 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 	if got := total("SELECT count(*) FROM orders"); got != wantOrders {
 		t.Fatalf("%d orders on the targets, %d on the source", got, wantOrders)
 	}
-	if total("SELECT count(*) FROM customers WHERE customer_id IN (100001, 100002) OR (customer_id = 7 AND name = 'held')") != 3 {
+	if total("SELECT count(*) FROM customers WHERE customer_id IN (100001, 100002, 100004) OR (customer_id = 7 AND name = 'held')") != 4 {
 		t.Fatal("the held transaction's or the undone fence's writes are not on the targets")
 	}
 
@@ -257,7 +263,7 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 	}
 
 	// Writes on the targets flow back to the fenced source.
-	reverse := []*backgroundStream{runStreamInBackground(t, a, rev, "t1"), runStreamInBackground(t, a, rev, "t2")}
+	reverse := []*backgroundStream{runStreamInBackground(t, a, rev, "t1", 0), runStreamInBackground(t, a, rev, "t2", 0)}
 	newTop, err := topo.Parse(plan.TargetTopology)
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +308,7 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.runStream(ctx, plan, "s1", stopAt, false); err != nil {
+	if err := a.runStream(ctx, plan, "s1", stopAt); err != nil {
 		t.Fatal(err)
 	}
 	if after := origin(); after != before {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,7 +56,7 @@ func (a *Actions) FenceSources(ctx context.Context, in workflows.CutoverInput) (
 			return res, err
 		}
 		res.Attempts[src]++
-		marker, err := fence(ctx, conn, in.Plan)
+		marker, err := fence(ctx, conn, in.Plan, in.FenceGeneration)
 		closeAll(conn)
 		if err != nil {
 			return res, fenceError(fmt.Errorf("fencing source %s: %w", src, err))
@@ -68,10 +69,10 @@ func (a *Actions) FenceSources(ctx context.Context, in workflows.CutoverInput) (
 	return res, nil
 }
 
-// fenceMarker is the logical decoding message a fence writes, at which
-// the plan's streams stop.
-func fenceMarker(plan workflows.ReshardPlan) replicator.LogicalMessage {
-	return replicator.LogicalMessage{Prefix: pgerr.CutoverFencePrefix, Content: plan.Key}
+// fenceMarker is the logical decoding message a fence of a generation
+// writes, at which the plan's streams of that generation stop.
+func fenceMarker(plan workflows.ReshardPlan, generation int) replicator.LogicalMessage {
+	return replicator.LogicalMessage{Prefix: pgerr.CutoverFencePrefix, Content: plan.Key + "/" + strconv.Itoa(generation)}
 }
 
 // fenceError keeps a lock timeout retryable, which activityError would
@@ -84,7 +85,7 @@ func fenceError(err error) error {
 	return activityError(err)
 }
 
-func fence(ctx context.Context, conn *pgx.Conn, plan workflows.ReshardPlan) (pglogrepl.LSN, error) {
+func fence(ctx context.Context, conn *pgx.Conn, plan workflows.ReshardPlan, generation int) (pglogrepl.LSN, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -126,7 +127,7 @@ func fence(ctx context.Context, conn *pgx.Conn, plan workflows.ReshardPlan) (pgl
 		}
 	}
 	var marker pglogrepl.LSN
-	m := fenceMarker(plan)
+	m := fenceMarker(plan, generation)
 	if err := tx.QueryRow(ctx, "SELECT pg_logical_emit_message(true, $1, $2)::text", m.Prefix, m.Content).Scan(&marker); err != nil {
 		return 0, err
 	}
