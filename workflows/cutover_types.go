@@ -67,6 +67,9 @@ type WaitRoutersResult struct {
 // CutoverReport is what a cutover did and how long writes paused, by the
 // worker's clock.
 type CutoverReport struct {
+	// Reverse: a ReverseTraffic, which moved the group back to the
+	// sources.
+	Reverse  bool  `json:"reverse,omitempty"`
 	Revision int64 `json:"revision"`
 	// BufferSet and BufferCleared bound the routers' hold on the tables.
 	BufferSet     time.Time `json:"buffer_set"`

@@ -94,9 +94,10 @@ type reshard struct {
 	// asked to run, reply its outcome; one at a time.
 	want  string
 	reply error
-	// fenceTried: a cutover may have left a fence and a table buffer
-	// that a cancel must undo.
+	// fenceTried: a cutover may have left a fence on fencing's sources
+	// and a table buffer, which a cancel must undo.
 	fenceTried bool
+	fencing    ReshardPlan
 	// fenceGen is the next fence's generation (CutoverInput).
 	fenceGen int
 }
@@ -113,9 +114,17 @@ func (r *reshard) handlers(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: func() error { return r.allowed(SwitchTrafficUpdate, PhaseReadyForCutover) }}); err != nil {
 		return err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, ReverseTrafficUpdate, r.request(ReverseTrafficUpdate),
+		workflow.UpdateHandlerOptions{Validator: func() error { return r.allowed(ReverseTrafficUpdate, PhaseSwitched) }}); err != nil {
+		return err
+	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, CompleteUpdate, r.request(CompleteUpdate),
 		workflow.UpdateHandlerOptions{Validator: func() error { return r.allowed(CompleteUpdate, PhaseSwitched) }})
 }
+
+// switchedNow: the targets serve the group (a SwitchTraffic is the last
+// cutover).
+func (r *reshard) switchedNow() bool { return r.prog.Cutover != nil && !r.prog.Cutover.Reverse }
 
 // request hands an update to the main loop, which owns the streams, and
 // returns its outcome.
@@ -145,8 +154,8 @@ func (r *reshard) allowed(name, phase string) error {
 // or "" when it can.
 func (r *reshard) cancelRefusal() string {
 	switch {
-	case r.prog.Cutover != nil:
-		return "the cutover is done: the targets serve the group. ReverseTraffic (planned) must move it back first; Complete ends the reshard"
+	case r.switchedNow():
+		return "the cutover is done: the targets serve the group. ReverseTraffic moves it back first; Complete ends the reshard"
 	case r.want != "":
 		return r.want + " is running: wait for it"
 	}
@@ -176,8 +185,8 @@ func (r *reshard) run(ctx workflow.Context) error {
 			r.prog.Streams[k] = v
 		}
 		r.p.step("continued as new: the copy is done")
-		if res.Cutover != nil {
-			r.prog.Cutover = res.Cutover
+		r.prog.Cutover = res.Cutover
+		if r.switchedNow() {
 			r.startStreams(ctx, r.plan.Reversed())
 			r.phase(ctx, PhaseSwitched)
 			return r.switched(ctx)
@@ -202,6 +211,11 @@ func (r *reshard) run(ctx workflow.Context) error {
 		}
 	}
 	r.phase(ctx, PhaseReadyForCutover)
+	return r.ready(ctx)
+}
+
+// ready waits, forward streams running, for SwitchTraffic.
+func (r *reshard) ready(ctx workflow.Context) error {
 	r.p.step("waiting for SwitchTraffic: Cancel ends the reshard")
 	for {
 		requested, err := workflow.AwaitWithTimeout(ctx, readyLagPoll, func() bool { return r.want != "" })
@@ -209,9 +223,9 @@ func (r *reshard) run(ctx workflow.Context) error {
 			return err
 		}
 		if requested {
-			r.reply = r.switchTraffic(ctx)
+			r.reply = r.cutover(ctx, r.plan)
 			r.want = ""
-			if r.prog.Cutover != nil {
+			if r.switchedNow() {
 				return r.switched(ctx)
 			}
 			if err := ctx.Err(); err != nil {
@@ -416,24 +430,30 @@ func (r *reshard) cancel(ctx workflow.Context) (ReshardResult, error) {
 }
 
 // cleanup runs, whatever cancelled the workflow, in a context of its own.
-// Before the cutover it also undoes a fence and a table buffer a stopped
-// SwitchTraffic may have left; after it, it drops the reverse streams'
-// objects too and keeps the fence, which keeps stale routers' writes off
-// the sources.
+// It undoes a fence and a table buffer a stopped cutover may have left;
+// after a cutover it drops the reverse streams' objects too, and the
+// targets' fence after a ReverseTraffic; while the targets serve it keeps
+// the sources' fence, which keeps stale routers' writes off them.
 func (r *reshard) cleanup(ctx workflow.Context) error {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	if err := r.stopStreams(dctx); err != nil {
 		r.p.step("%s", errText(err))
 	}
 	actx := workflow.WithActivityOptions(dctx, cleanupOptions)
-	if r.fenceTried && r.prog.Cutover == nil {
-		if err := r.undoFence(dctx, r.cutoverInput(dctx)); err != nil {
+	if r.fenceTried {
+		if err := r.undoFence(dctx, r.cutoverInput(dctx, r.fencing)); err != nil {
 			return err
 		}
 	}
 	plans := []ReshardPlan{r.plan}
 	if r.prog.Cutover != nil {
 		plans = append(plans, r.plan.Reversed())
+	}
+	if r.prog.Cutover != nil && r.prog.Cutover.Reverse {
+		in := r.cutoverInput(dctx, r.plan.Reversed())
+		if err := workflow.ExecuteActivity(actx, UnfenceSourcesActivity, in).Get(dctx, nil); err != nil {
+			return err
+		}
 	}
 	for _, plan := range plans {
 		if err := workflow.ExecuteActivity(actx, CleanupReshardActivity, plan).Get(dctx, nil); err != nil {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -45,13 +46,15 @@ func cutoverStep(ctx workflow.Context, timeout time.Duration, attempts int32) wo
 	})
 }
 
-func (r *reshard) cutoverInput(ctx workflow.Context) CutoverInput {
+// cutoverInput is the input of a cutover of from's sources to its
+// targets: the forward plan (SwitchTraffic) or its reverse.
+func (r *reshard) cutoverInput(ctx workflow.Context, from ReshardPlan) CutoverInput {
 	limit := r.in.MaxLagBytes
 	if limit <= 0 {
 		limit = defaultMaxLagBytes
 	}
 	return CutoverInput{
-		Plan:            r.plan,
+		Plan:            from,
 		FenceGeneration: r.fenceGen,
 		BufferID:        notBufferID.ReplaceAllString(workflow.GetInfo(ctx).WorkflowExecution.ID, "_"),
 		BufferFor:       cutoverBufferFor,
@@ -61,27 +64,32 @@ func (r *reshard) cutoverInput(ctx workflow.Context) CutoverInput {
 	}
 }
 
-// switchTraffic is SwitchTraffic's work. Before the topology switch any
-// failure undoes what it did (the fence, the buffer), restarts the
-// forward streams and returns why; the operator may try again. From the
-// switch on it only goes forward.
-func (r *reshard) switchTraffic(ctx workflow.Context) error {
-	if d := r.prog.LastDiff; d == nil || !d.Done || d.Differences != 0 {
+// cutover moves the group from from's sources to its targets: r.plan for
+// SwitchTraffic, r.plan.Reversed() for ReverseTraffic, whose streams
+// run when it starts. Before the topology switch any failure undoes what
+// it did (the fence, the buffer), restarts the streams and returns why;
+// the operator may try again. From the switch on it only goes forward.
+func (r *reshard) cutover(ctx workflow.Context, from ReshardPlan) error {
+	reverse := !slices.Equal(from.Sources, r.plan.Sources)
+	back := PhaseReadyForCutover
+	if reverse {
+		back = PhaseSwitched
+	} else if d := r.prog.LastDiff; d == nil || !d.Done || d.Differences != 0 {
 		return temporal.NewNonRetryableApplicationError("the last VDiff is not clean: a cutover needs one with no differences",
 			pgerr.ObjectNotInPrerequisiteState, nil)
 	}
 	if err := r.streamFailed(ctx); err != nil {
 		return err
 	}
-	in := r.cutoverInput(ctx)
+	in := r.cutoverInput(ctx, from)
 	var check CheckCutoverResult
 	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 1), CheckCutoverActivity, in).Get(ctx, &check); err != nil {
 		return failed(err, "checking the streams before the cutover")
 	}
-	r.p.step("streams ready for the cutover: catch-up %v s", check.CatchUpSeconds)
+	r.p.step("streams ready for the cutover from %v: catch-up %v s", from.Sources, check.CatchUpSeconds)
 	r.phase(ctx, PhaseSwitching)
-	r.fenceTried = true
-	report := &CutoverReport{}
+	r.fenceTried, r.fencing = true, from
+	report := &CutoverReport{Reverse: reverse}
 	if err := r.beforeSwitch(ctx, &in, report); err != nil {
 		if uerr := r.undoFence(ctx, in); uerr != nil {
 			// The sources stay fenced: the reshard cannot go on safely.
@@ -95,16 +103,21 @@ func (r *reshard) switchTraffic(ctx workflow.Context) error {
 		if serr := r.stopStreams(ctx); serr != nil {
 			r.p.step("%s", errText(serr))
 		}
-		r.startStreams(ctx, r.plan)
-		r.phase(ctx, PhaseReadyForCutover)
+		r.startStreams(ctx, from)
+		r.phase(ctx, back)
 		return err
 	}
 	// The point of no return is behind: record it before anything else.
-	r.prog.Cutover = report
-	r.p.step("topology revision %d routes the group to %v", report.Revision, r.plan.Targets)
+	r.prog.Cutover, r.fenceTried = report, false
+	r.fenceGen++
+	r.p.step("topology revision %d routes the group to %v", report.Revision, from.Targets)
 	r.afterSwitch(ctx, in, report)
-	r.startStreams(ctx, r.plan.Reversed())
-	r.phase(ctx, PhaseSwitched)
+	r.startStreams(ctx, from.Reversed())
+	if reverse {
+		r.phase(ctx, PhaseReadyForCutover)
+	} else {
+		r.phase(ctx, PhaseSwitched)
+	}
 	r.p.step("writes paused %s (fence to topology switch); routers held the tables %s", report.WritePause(), report.BufferHeld())
 	return nil
 }
@@ -120,7 +133,7 @@ func (r *reshard) beforeSwitch(ctx workflow.Context, in *CutoverInput, report *C
 		return failed(err, "fencing the sources")
 	}
 	in.Markers, report.Fenced = fence.Markers, fence.Fenced
-	r.p.step("sources fenced at markers %v", fence.Markers)
+	r.p.step("%v fenced at markers %v", in.Plan.Sources, fence.Markers)
 	if err := r.awaitMarkers(ctx); err != nil {
 		return err
 	}
@@ -168,10 +181,17 @@ func (r *reshard) awaitMarkers(ctx workflow.Context) error {
 	return nil
 }
 
-// afterSwitch waits, bounded, for the routers and ends the buffer. A
-// failure here changes no data: the fence refuses stale writes and the
-// buffer ends by itself after cutoverBufferFor.
+// afterSwitch unfences the targets (a ReverseTraffic fenced them; for
+// the first SwitchTraffic there is nothing to drop), waits, bounded, for
+// the routers and ends the buffer. Routers hold the tables' statements
+// until then, and treat a fence's refusal as "plan again". A failure
+// here changes no data: the buffer ends by itself after cutoverBufferFor.
 func (r *reshard) afterSwitch(ctx workflow.Context, in CutoverInput, report *CutoverReport) {
+	to := in
+	to.Plan = in.Plan.Reversed()
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 20), UnfenceSourcesActivity, to).Get(ctx, nil); err != nil {
+		r.p.step("unfencing %v: %s; they refuse writes until it is done", in.Plan.Targets, errText(err))
+	}
 	in.Revision = report.Revision
 	var waited WaitRoutersResult
 	if err := workflow.ExecuteActivity(cutoverStep(ctx, cutoverRouterWait+10*time.Second, 3), WaitRoutersActivity, in).Get(ctx, &waited); err != nil {
@@ -199,7 +219,8 @@ func (r *reshard) undoFence(ctx workflow.Context, in CutoverInput) error {
 	return nil
 }
 
-// switched waits, reverse streams running, for Complete.
+// switched waits, reverse streams running, for Complete or
+// ReverseTraffic.
 func (r *reshard) switched(ctx workflow.Context) error {
 	for {
 		requested, err := workflow.AwaitWithTimeout(ctx, readyLagPoll, func() bool { return r.want != "" })
@@ -208,6 +229,17 @@ func (r *reshard) switched(ctx workflow.Context) error {
 		}
 		if !requested {
 			if err := r.idle(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if r.want == ReverseTrafficUpdate {
+			r.reply = r.cutover(ctx, r.plan.Reversed())
+			r.want = ""
+			if !r.switchedNow() {
+				return r.ready(ctx)
+			}
+			if err := ctx.Err(); err != nil {
 				return err
 			}
 			continue

@@ -112,7 +112,7 @@ func TestReshardSwitchTrafficThenComplete(t *testing.T) {
 	f := &fakeReplicator{lag: 50 << 20}
 	env := newReshardEnv(t, f)
 	// The running streams apply the fence's marker a second after it.
-	f.streamsEndAt = env.Now().Add(10*time.Minute + time.Second)
+	f.streamsEndAt = []time.Time{env.Now().Add(10*time.Minute + time.Second)}
 	var early, switchErr, cancelDuring, completeErr error
 	var afterSwitch ReshardProgress
 	env.RegisterDelayedCallback(func() { update(env, SwitchTrafficUpdate, &early) }, time.Second)
@@ -201,5 +201,51 @@ func TestReshardFailedFenceUndoesTheCutover(t *testing.T) {
 	}
 	if res.Phase != PhaseCancelled || f.called("cleanup") != 1 {
 		t.Fatalf("result %+v, calls %v", res, f.calls)
+	}
+}
+
+func TestReshardSwitchReverseSwitchComplete(t *testing.T) {
+	f := &fakeReplicator{lag: 50 << 20}
+	env := newReshardEnv(t, f)
+	start := env.Now()
+	for _, m := range []time.Duration{10, 20, 30} {
+		f.streamsEndAt = append(f.streamsEndAt, start.Add(m*time.Minute+time.Second))
+	}
+	var errs [4]error
+	var phases [4]string
+	env.RegisterDelayedCallback(func() { update(env, SwitchTrafficUpdate, &errs[0]) }, 10*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		phases[0] = queryProgress(t, env).Phase
+		update(env, ReverseTrafficUpdate, &errs[1])
+	}, 20*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		phases[1] = queryProgress(t, env).Phase
+		update(env, SwitchTrafficUpdate, &errs[2])
+	}, 30*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		p := queryProgress(t, env)
+		phases[2] = p.Phase
+		update(env, CompleteUpdate, &errs[3])
+	}, 40*time.Minute)
+	env.ExecuteWorkflow(Reshard, reshardIn)
+	var res ReshardResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	if phases[0] != PhaseSwitched || phases[1] != PhaseReadyForCutover || phases[2] != PhaseSwitched || res.Phase != PhaseCompleted {
+		t.Fatalf("phases %v, result %+v", phases, res)
+	}
+	if f.called("switch") != 3 || f.called("unfence") != 3 || f.called("stream s") != 6 || f.called("stream t") != 8 || f.called("complete") != 1 {
+		t.Fatalf("calls %v", f.calls)
+	}
+	// Each fence has a generation of its own, and so the streams that
+	// stop at it.
+	if g := f.generations; len(g) != 14 || g[3] != 0 || g[4] != 1 || g[7] != 1 || g[8] != 2 || g[9] != 2 || g[10] != 3 || g[13] != 3 {
+		t.Fatalf("fence generations of the streams: %v", g)
 	}
 }

@@ -37,7 +37,7 @@ type fakeReplicator struct {
 	fenced   bool
 	buffered bool
 	// streamsEndAt: when running streams reach a fence's marker.
-	streamsEndAt time.Time
+	streamsEndAt []time.Time
 	// generations: each started stream's fence generation.
 	generations []int
 }
@@ -134,11 +134,13 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 	})
 	registerFakeCutover(t, env, f, reg)
 	// A stream ends by itself only once its source is fenced (it has
-	// applied the fence's marker): at f.streamsEndAt, when that is set,
-	// and only if the fence is up by then.
+	// applied the fence's marker): at the next of f.streamsEndAt, and
+	// only if the fence is up by then.
 	streamRuns := func() time.Duration {
-		if d := f.streamsEndAt.Sub(env.Now()); !f.streamsEndAt.IsZero() && d > 0 {
-			return d
+		for _, at := range f.streamsEndAt {
+			if d := at.Sub(env.Now()); d > 0 {
+				return d
+			}
 		}
 		return 1000 * time.Hour
 	}

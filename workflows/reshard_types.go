@@ -25,6 +25,10 @@ const (
 	// targets: allowed in phase ready_for_cutover, it returns once the
 	// topology is switched, or with why nothing changed.
 	SwitchTrafficUpdate = "SwitchTraffic"
+	// ReverseTrafficUpdate moves a switched group back to the sources,
+	// the cutover's mirror: the forward streams run again from their
+	// kept slots, and SwitchTraffic may be asked again.
+	ReverseTrafficUpdate = "ReverseTraffic"
 	// CompleteUpdate ends a switched reshard: it stops the reverse
 	// streams, drops everything the reshard made on every instance and the
 	// moved rows from the sources.
