@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -46,8 +48,9 @@ const reshardTopology = `{
 // service of its own in the cluster's etcd: copy, catch-up under writes,
 // VDiff, SwitchTraffic while a writer writes directly on the source (every
 // acknowledged write ends up on the target shard its key routes to, the
-// fenced source refuses writes with 25006), Complete leaving no slot,
-// publication, origin or trigger behind.
+// fenced source refuses writes with 25006), ReverseTraffic and
+// SwitchTraffic again (writes made on either side meanwhile are carried
+// over), Complete leaving no slot, publication, origin or trigger behind.
 func TestReshardOnRealTemporal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -143,25 +146,9 @@ func TestReshardOnRealTemporal(t *testing.T) {
 		t.Fatalf("progress %+v", prog)
 	}
 
-	// The cutover, with the writer still writing. A refusal because the
-	// stream is behind (55000) is what an operator retries.
+	// The cutover, with the writer still writing.
 	switchStart := time.Now()
-	for attempt := 1; ; attempt++ {
-		handle, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateName: workflows.SwitchTrafficUpdate,
-			WaitForStage: client.WorkflowUpdateStageCompleted})
-		if err == nil {
-			err = handle.Get(ctx, nil)
-		}
-		if err == nil {
-			break
-		}
-		var appErr *temporal.ApplicationError
-		if attempt == 5 || !errors.As(err, &appErr) || appErr.Type() != pgerr.ObjectNotInPrerequisiteState {
-			t.Fatalf("SwitchTraffic (attempt %d): %v", attempt, err)
-		}
-		t.Logf("SwitchTraffic refused: %v", appErr.Message())
-		time.Sleep(2 * time.Second)
-	}
+	cutoverUpdate(t, ctx, run.GetID(), workflows.SwitchTrafficUpdate)
 	t.Logf("SwitchTraffic returned after %s", time.Since(switchStart))
 	select {
 	case err := <-writerDone:
@@ -231,6 +218,57 @@ func TestReshardOnRealTemporal(t *testing.T) {
 		t.Fatalf("a direct write to the fenced source: %v", err)
 	}
 
+	// ReverseTraffic moves the group back to the source: a write made on
+	// a target while it served is carried back, the targets refuse
+	// writes, the source takes them again.
+	_, onT, err := placement.RouteInt(777777)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conns[onT].Exec(ctx, `INSERT INTO customers VALUES (777777, 'written on a target')`); err != nil {
+		t.Fatal(err)
+	}
+	waitForRow(t, ctx, src, 777777)
+	cutoverUpdate(t, ctx, run.GetID(), workflows.ReverseTrafficUpdate)
+	prog = reshardProgress(t, ctx, run.GetID())
+	if prog.Phase != workflows.PhaseReadyForCutover || prog.Cutover == nil || !prog.Cutover.Reverse {
+		t.Fatalf("after ReverseTraffic: %+v", prog)
+	}
+	t.Logf("ReverseTraffic: write pause %s; table buffer held %s; topology revision %d",
+		prog.Cutover.WritePause(), prog.Cutover.BufferHeld(), prog.Cutover.Revision)
+	if snap, err = st.GetTopology(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := snap.Topology.Group("data"); len(g.KeyRanges) != 1 || g.KeyRanges[0].ShardUID != "s1" {
+		t.Fatalf("topology after ReverseTraffic: group data %+v", g)
+	}
+	if _, err := conns[onT].Exec(ctx, `INSERT INTO customers VALUES (777778, 'too late')`); pgCode(err) != pgerr.ReadOnlySQLTransaction {
+		t.Fatalf("a direct write to the fenced target %s: %v", onT, err)
+	}
+	if _, err := src.Exec(ctx, `INSERT INTO customers VALUES (888888, 'after ReverseTraffic')`); err != nil {
+		t.Fatalf("a write to the source after ReverseTraffic: %v", err)
+	}
+
+	// SwitchTraffic again carries that write over.
+	cutoverUpdate(t, ctx, run.GetID(), workflows.SwitchTrafficUpdate)
+	prog = reshardProgress(t, ctx, run.GetID())
+	if prog.Phase != workflows.PhaseSwitched || prog.Cutover == nil || prog.Cutover.Reverse {
+		t.Fatalf("after the second SwitchTraffic: %+v", prog)
+	}
+	t.Logf("second SwitchTraffic: write pause %s; table buffer held %s", prog.Cutover.WritePause(), prog.Cutover.BufferHeld())
+	logCutoverSteps(t, ctx, run.GetID())
+	_, onT, err = placement.RouteInt(888888)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForRow(t, ctx, conns[onT], 888888)
+	if _, err := conns[onT].Exec(ctx, `UPDATE customers SET name = 'the target serves again' WHERE customer_id = 888888`); err != nil {
+		t.Fatalf("a write to %s after the second SwitchTraffic: %v", onT, err)
+	}
+	if _, err := src.Exec(ctx, `INSERT INTO customers VALUES (999998, 'late')`); pgCode(err) != pgerr.ReadOnlySQLTransaction {
+		t.Fatalf("a direct write to the source fenced again: %v", err)
+	}
+
 	// Complete ends it and leaves nothing on any instance.
 	handle, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateName: workflows.CompleteUpdate,
 		WaitForStage: client.WorkflowUpdateStageCompleted})
@@ -264,6 +302,73 @@ func TestReshardOnRealTemporal(t *testing.T) {
 	var left int64
 	if err := src.QueryRow(ctx, "SELECT count(*) FROM customers").Scan(&left); err != nil || left != 0 {
 		t.Fatalf("after Complete: %d moved rows left on the source (%v)", left, err)
+	}
+}
+
+// cutoverUpdate runs a cutover update to its end. A refusal because a
+// stream is behind (55000) is what an operator retries.
+func cutoverUpdate(t *testing.T, ctx context.Context, id, name string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		handle, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name,
+			WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = handle.Get(ctx, nil)
+		}
+		if err == nil {
+			return
+		}
+		var appErr *temporal.ApplicationError
+		if attempt == 5 || !errors.As(err, &appErr) || appErr.Type() != pgerr.ObjectNotInPrerequisiteState {
+			t.Fatalf("%s (attempt %d): %v", name, attempt, err)
+		}
+		t.Logf("%s refused: %v", name, appErr.Message())
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// waitForRow waits for a customer a stream carries.
+func waitForRow(t *testing.T, ctx context.Context, conn *pgx.Conn, id int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int64
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM customers WHERE customer_id = $1", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("customer %d did not arrive", id)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// logCutoverSteps logs how long each cutover activity of the run took,
+// from its history: where a cutover's pause goes.
+func logCutoverSteps(t *testing.T, ctx context.Context, id string) {
+	t.Helper()
+	it := tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	scheduled := map[int64]*historypb.HistoryEvent{}
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.GetActivityTaskScheduledEventAttributes() != nil {
+			scheduled[e.EventId] = e
+		}
+		done := e.GetActivityTaskCompletedEventAttributes()
+		if done == nil {
+			continue
+		}
+		s := scheduled[done.ScheduledEventId]
+		name := s.GetActivityTaskScheduledEventAttributes().ActivityType.Name
+		if name != workflows.StreamLagActivity && name != workflows.CopyTablesActivity && name != workflows.PlanReshardActivity && name != workflows.DiffTablesActivity {
+			t.Logf("%s %s: %s", e.EventTime.AsTime().Format("15:04:05.000"), name, e.EventTime.AsTime().Sub(s.EventTime.AsTime()).Round(time.Millisecond))
+		}
 	}
 }
 
