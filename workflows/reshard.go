@@ -445,6 +445,12 @@ func (r *reshard) cleanup(ctx workflow.Context) error {
 			return err
 		}
 	}
+	if r.prog.Cutover != nil {
+		// A cutover cancelled before it cleared its table buffer.
+		if err := workflow.ExecuteActivity(actx, ClearTableBufferActivity, r.cutoverInput(dctx, r.plan)).Get(dctx, nil); err != nil {
+			return err
+		}
+	}
 	plans := []ReshardPlan{r.plan}
 	if r.prog.Cutover != nil {
 		plans = append(plans, r.plan.Reversed())

@@ -33,7 +33,8 @@ const (
 // notBufferID is what a table buffer id may not hold.
 var notBufferID = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
 
-// cutoverStep gives one cutover step's activity: bounded, a few attempts.
+// cutoverStep gives one cutover step's activity: bounded, a few attempts
+// (0: until it succeeds or is refused).
 func cutoverStep(ctx workflow.Context, timeout time.Duration, attempts int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: timeout,
@@ -76,6 +77,10 @@ func (r *reshard) cutover(ctx workflow.Context, from ReshardPlan) error {
 		back = PhaseSwitched
 	} else if d := r.prog.LastDiff; d == nil || !d.Done || d.Differences != 0 {
 		return temporal.NewNonRetryableApplicationError("the last VDiff is not clean: a cutover needs one with no differences",
+			pgerr.ObjectNotInPrerequisiteState, nil)
+	}
+	if r.streams == nil {
+		return temporal.NewNonRetryableApplicationError("the streams are stopped (a Complete failed part way): ask Complete again",
 			pgerr.ObjectNotInPrerequisiteState, nil)
 	}
 	if err := r.streamFailed(ctx); err != nil {
@@ -144,8 +149,13 @@ func (r *reshard) beforeSwitch(ctx workflow.Context, in *CutoverInput, report *C
 	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 3), PrepareReverseActivity, *in).Get(ctx, nil); err != nil {
 		return failed(err, "preparing the reverse streams")
 	}
+	// Retried until it answers: a failed attempt may have written the
+	// topology (its retry then finds the switch done), so only a refusal
+	// (the group changed; nothing was written) may undo the fence. While
+	// etcd does not answer the group's tables take no writes: the fence
+	// holds, and nothing is lost.
 	var sw SwitchTopologyResult
-	if err := workflow.ExecuteActivity(cutoverStep(ctx, 10*time.Second, 5), SwitchTopologyActivity, *in).Get(ctx, &sw); err != nil {
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, 10*time.Second, 0), SwitchTopologyActivity, *in).Get(ctx, &sw); err != nil {
 		return failed(err, "switching the topology")
 	}
 	report.Revision, report.Switched = sw.Revision, sw.Switched
