@@ -46,9 +46,6 @@ type FenceResult struct {
 	// Fenced is when the first source's fence committed (the worker's
 	// clock): writes to the group's tables stop there.
 	Fenced time.Time `json:"fenced"`
-	// Attempts counts the fence transactions tried per source (a lock
-	// timeout retries).
-	Attempts map[string]int `json:"attempts"`
 }
 
 // SwitchTopologyResult is SwitchTopology's result.

@@ -40,14 +40,15 @@ const lockNotAvailable = "55P03"
 // before the marker: a stream that has applied everything committed
 // before the marker has every acknowledged write, and nothing can be
 // written after it. The running StreamChanges activities stop by
-// themselves once they have applied the marker's transaction. A statement queued behind the lock plans again once
-// it gets the lock (Postgres reads the invalidated table definition) and
-// meets the trigger.
+// themselves once they have applied the marker's transaction. A
+// statement queued behind the lock plans again once it gets the lock
+// (Postgres reads the invalidated table definition) and meets the
+// trigger.
 //
 // The trigger lets through sessions bound to a replication origin: the
 // reverse streams, which apply the targets' writes to the sources.
 func (a *Actions) FenceSources(ctx context.Context, in workflows.CutoverInput) (workflows.FenceResult, error) {
-	res := workflows.FenceResult{Markers: map[string]string{}, Attempts: map[string]int{}}
+	res := workflows.FenceResult{Markers: map[string]string{}}
 	stop := beating(ctx, func() any { return nil })
 	defer stop()
 	for _, src := range in.Plan.Sources {
@@ -55,7 +56,6 @@ func (a *Actions) FenceSources(ctx context.Context, in workflows.CutoverInput) (
 		if err != nil {
 			return res, err
 		}
-		res.Attempts[src]++
 		marker, err := fence(ctx, conn, in.Plan, in.FenceGeneration)
 		closeAll(conn)
 		if err != nil {
