@@ -249,3 +249,27 @@ func TestReshardSwitchReverseSwitchComplete(t *testing.T) {
 		t.Fatalf("fence generations of the streams: %v", g)
 	}
 }
+
+func TestReshardCancelAfterReverseTrafficDropsBothDirections(t *testing.T) {
+	f := &fakeReplicator{lag: 50 << 20}
+	env := newReshardEnv(t, f)
+	start := env.Now()
+	f.streamsEndAt = []time.Time{start.Add(10*time.Minute + time.Second), start.Add(20*time.Minute + time.Second)}
+	var errs [2]error
+	env.RegisterDelayedCallback(func() { update(env, SwitchTrafficUpdate, &errs[0]) }, 10*time.Minute)
+	env.RegisterDelayedCallback(func() { update(env, ReverseTrafficUpdate, &errs[1]) }, 20*time.Minute)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(CancelSignal, nil) }, 30*time.Minute)
+	env.ExecuteWorkflow(Reshard, reshardIn)
+	var res ReshardResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("updates: %v", errs)
+	}
+	// Both directions' slots are dropped, and the targets' fence with
+	// them (two unfences after the switches, one by the cancel).
+	if res.Phase != PhaseCancelled || f.called("cleanup") != 2 || f.called("unfence") != 3 || f.buffered {
+		t.Fatalf("result %+v, calls %v", res, f.calls)
+	}
+}
