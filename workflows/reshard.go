@@ -36,10 +36,11 @@ const (
 // (StreamChanges), waits for the streams to catch up, runs a VDiff
 // (DiffTables) and then waits, streams running, for the SwitchTraffic
 // update, which moves the group's reads and writes to the targets and
-// starts reverse streams (reshard_cutover.go); the Complete update then
-// ends it. The Cancel signal (or cancelling the workflow) before the
-// cutover stops everything and drops what the reshard created on every
-// instance (CleanupReshard); after the cutover the signal is refused.
+// starts reverse streams (reshard_cutover.go); the ReverseTraffic update
+// moves them back, the Complete update ends it. The Cancel signal (or
+// cancelling the workflow) while the sources serve stops everything and
+// drops what the reshard created on every instance (CleanupReshard);
+// while the targets serve the signal is refused.
 // Queries: PhaseQuery, ProgressQuery, StepQuery.
 func Reshard(ctx workflow.Context, in ReshardInput) (ReshardResult, error) {
 	p, err := track(ctx)
@@ -90,8 +91,8 @@ type reshard struct {
 	live    ReshardPlan
 	streams map[string]workflow.Future
 	stop    workflow.CancelFunc
-	// want is the update (SwitchTraffic or Complete) the main loop is
-	// asked to run, reply its outcome; one at a time.
+	// want is the update (SwitchTraffic, ReverseTraffic or Complete) the
+	// main loop is asked to run, reply its outcome; one at a time.
 	want  string
 	reply error
 	// fenceTried: a cutover may have left a fence on fencing's sources
