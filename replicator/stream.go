@@ -56,9 +56,24 @@ type Stream struct {
 	// at StopAt (a slot's consistent point) holds. For VDiff's consistent
 	// point, for catching up before a cutover, and tests.
 	StopAt pglogrepl.LSN
+	// StopAtMessage, when its Prefix is set, makes Run return nil once it
+	// has applied the source transaction that wrote a transactional
+	// logical decoding message with this prefix and content
+	// (pg_logical_emit_message(true, prefix, content)), and so every
+	// transaction that committed before it. A cutover's fence writes one
+	// after locking the tables it moves: a stream that stops there has
+	// applied every write those tables took.
+	StopAtMessage LogicalMessage
 	// StatusInterval is how often the applied position is reported;
 	// zero means DefaultStatusInterval.
 	StatusInterval time.Duration
+	// SkipOriginPrefix, when set, makes the stream skip every source
+	// transaction whose replication origin's name begins with it: the
+	// ones a replicator stream applied there. After a cutover a reverse
+	// stream applies the targets' writes to the sources while the forward
+	// slot is kept; neither must carry the other's changes back, or each
+	// change would loop between the shards for ever.
+	SkipOriginPrefix string
 
 	targetOf   map[string]int
 	sourceEnd  atomic.Uint64 // the source's WAL end when last asked
@@ -68,6 +83,12 @@ type Stream struct {
 	// afterApply, when set (by tests), runs after a target commits a
 	// source transaction.
 	afterApply func(target int, end pglogrepl.LSN)
+}
+
+// LogicalMessage names a logical decoding message by prefix and content.
+type LogicalMessage struct {
+	Prefix  string
+	Content string
 }
 
 // Lag reports how far the targets are behind the source: the WAL bytes
@@ -140,9 +161,11 @@ func (s *Stream) Run(ctx context.Context) error {
 	// Starting at the lowest origin (or, with none, at the slot's
 	// confirmed position, which the server also never goes below) resends
 	// what some target lacks; the others skip it by their origins.
-	err = pglogrepl.StartReplication(ctx, conn, s.Slot, start, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '2'", "publication_names '" + s.Publication + "'", "binary 'true'"},
-	})
+	args := []string{"proto_version '2'", "publication_names '" + s.Publication + "'", "binary 'true'"}
+	if s.StopAtMessage.Prefix != "" {
+		args = append(args, "messages 'true'")
+	}
+	err = pglogrepl.StartReplication(ctx, conn, s.Slot, start, pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
 		return fmt.Errorf("start replication from slot %s: %w", s.Slot, err)
 	}
@@ -158,7 +181,7 @@ func (s *Stream) Run(ctx context.Context) error {
 	}
 	nextStatus := time.Now()
 	for {
-		if s.StopAt != 0 && (d.applied >= s.StopAt || d.reachedStop) {
+		if (s.StopAt != 0 && (d.applied >= s.StopAt || d.reachedStop)) || d.reachedMessage {
 			return s.sendStatus(ctx, conn, d.applied, false)
 		}
 		if !time.Now().Before(nextStatus) {
@@ -239,6 +262,12 @@ type decoder struct {
 	// reachedStop: a transaction committing at or after Stream.StopAt
 	// began; it and what follows are left for the next Run.
 	reachedStop bool
+	// skipTx: the open transaction carries a replication origin the
+	// stream skips (Stream.SkipOriginPrefix).
+	skipTx bool
+	// stopTx: the open transaction wrote Stream.StopAtMessage;
+	// reachedMessage: it is applied, and Run returns.
+	stopTx, reachedMessage bool
 }
 
 func (d *decoder) copyData(ctx context.Context, conn *pgconn.PgConn, data []byte) error {
@@ -290,15 +319,31 @@ func (d *decoder) message(ctx context.Context, walData []byte) error {
 			d.reachedStop = true
 			return nil
 		}
-		d.inTx, d.commitLSN = true, m.FinalLSN
+		d.inTx, d.commitLSN, d.skipTx, d.stopTx = true, m.FinalLSN, false, false
 		for i := range d.pending {
 			d.pending[i] = d.pending[i][:0]
 		}
+	case *pglogrepl.OriginMessage:
+		// pgoutput sends it after Begin, before the transaction's changes.
+		d.skipTx = d.s.SkipOriginPrefix != "" && strings.HasPrefix(m.Name, d.s.SkipOriginPrefix)
+	case *pglogrepl.LogicalDecodingMessageV2:
+		stop := d.s.StopAtMessage
+		d.stopTx = d.stopTx || (stop.Prefix != "" && m.Transactional && d.inTx &&
+			m.Prefix == stop.Prefix && string(m.Content) == stop.Content)
 	case *pglogrepl.InsertMessageV2:
+		if d.skipTx {
+			return nil
+		}
 		return d.insert(m.RelationID, m.Tuple)
 	case *pglogrepl.UpdateMessageV2:
+		if d.skipTx {
+			return nil
+		}
 		return d.update(&m.UpdateMessage)
 	case *pglogrepl.DeleteMessageV2:
+		if d.skipTx {
+			return nil
+		}
 		return d.delete(m.RelationID, m.OldTuple)
 	case *pglogrepl.CommitMessage:
 		return d.commit(ctx, m)
@@ -307,7 +352,7 @@ func (d *decoder) message(ctx context.Context, walData []byte) error {
 	case *pglogrepl.StreamStartMessageV2, *pglogrepl.StreamCommitMessageV2, *pglogrepl.StreamAbortMessageV2:
 		return pgerr.New(pgerr.ProtocolViolation, "streamed in-progress transactions were not asked for")
 	}
-	// Type, origin and logical decoding messages change nothing here.
+	// Type and logical decoding messages change nothing here.
 	return nil
 }
 
@@ -453,6 +498,7 @@ func (d *decoder) commit(ctx context.Context, m *pglogrepl.CommitMessage) error 
 		}
 	}
 	d.inTx = false
+	d.reachedMessage = d.stopTx
 	d.applied = end
 	d.s.applied.Store(uint64(end))
 	d.s.lastCommit.Store(m.CommitTime.UnixMicro())

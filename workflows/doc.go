@@ -1,7 +1,7 @@
 // Package workflows holds Tessera's operations as durable Temporal
 // workflows: failover, switchover, durability, rejoin, repair, and Reshard
-// up to its cutover (reshard.go; the cutover, MoveTables and OnlineDDL are
-// planned). Each step is an activity (package activities, or for Reshard
+// (reshard.go, its cutovers SwitchTraffic and ReverseTraffic
+// reshard_cutover.go; MoveTables and OnlineDDL are planned). Each step is an activity (package activities, or for Reshard
 // package replicator/actions, called by name so that this package does not
 // link the Replicator), so a workflow resumes where it stopped after any
 // crash.

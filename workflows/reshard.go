@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -28,20 +29,19 @@ const (
 	replicatorHeartbeatTimeout = 30 * time.Second
 )
 
-// errCutoverPlanned answers SwitchTraffic: the cutover is not built yet.
-var errCutoverPlanned = temporal.NewNonRetryableApplicationError(
-	"not yet implemented: the cutover (SwitchTraffic) is planned", pgerr.FeatureNotSupported, nil)
-
 // Reshard moves a shard group's key ranges to a new set of shards: it
 // checks the plan (PlanReshard: nothing is changed if it fails), copies
 // every table of the group from each source shard (one heartbeating
 // CopyTables per source), starts one change stream per source
 // (StreamChanges), waits for the streams to catch up, runs a VDiff
-// (DiffTables) and then waits, streams running, for a cutover that is not
-// built yet: SwitchTraffic is refused. The Cancel signal (or cancelling
-// the workflow) stops everything and drops what the reshard created on
-// every instance (CleanupReshard). Queries: PhaseQuery, ProgressQuery,
-// StepQuery.
+// (DiffTables) and then waits, streams running, for the SwitchTraffic
+// update, which moves the group's reads and writes to the targets and
+// starts reverse streams (reshard_cutover.go); the ReverseTraffic update
+// moves them back, the Complete update ends it. The Cancel signal (or
+// cancelling the workflow) while the sources serve stops everything and
+// drops what the reshard created on every instance (CleanupReshard);
+// while the targets serve the signal is refused.
+// Queries: PhaseQuery, ProgressQuery, StepQuery.
 func Reshard(ctx workflow.Context, in ReshardInput) (ReshardResult, error) {
 	p, err := track(ctx)
 	if err != nil {
@@ -54,9 +54,16 @@ func Reshard(ctx workflow.Context, in ReshardInput) (ReshardResult, error) {
 	// work is cancelled by the Cancel signal, or with the workflow.
 	work, cancelWork := workflow.WithCancel(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		workflow.GetSignalChannel(ctx, CancelSignal).Receive(ctx, nil)
-		r.p.step("cancel requested")
-		cancelWork()
+		for {
+			workflow.GetSignalChannel(ctx, CancelSignal).Receive(ctx, nil)
+			if why := r.cancelRefusal(); why != "" {
+				r.p.step("Cancel refused: %s", why)
+				continue
+			}
+			r.p.step("cancel requested")
+			cancelWork()
+			return
+		}
 	})
 	err = r.run(work)
 	if work.Err() != nil && !workflow.IsContinueAsNewError(err) {
@@ -79,8 +86,21 @@ type reshard struct {
 	prog    ReshardProgress
 	plan    ReshardPlan
 	planned bool
+	// live is the plan whose streams run: the forward plan before the
+	// cutover, its reverse after.
+	live    ReshardPlan
 	streams map[string]workflow.Future
 	stop    workflow.CancelFunc
+	// want is the update (SwitchTraffic, ReverseTraffic or Complete) the
+	// main loop is asked to run, reply its outcome; one at a time.
+	want  string
+	reply error
+	// fenceTried: a cutover may have left a fence on fencing's sources
+	// and a table buffer, which a cancel must undo.
+	fenceTried bool
+	fencing    ReshardPlan
+	// fenceGen is the next fence's generation (CutoverInput).
+	fenceGen int
 }
 
 func (r *reshard) handlers(ctx workflow.Context) error {
@@ -90,10 +110,57 @@ func (r *reshard) handlers(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (ReshardProgress, error) { return r.prog, nil }); err != nil {
 		return err
 	}
-	// The validator refuses before anything is written to the history.
-	return workflow.SetUpdateHandlerWithOptions(ctx, SwitchTrafficUpdate,
-		func(workflow.Context) error { return errCutoverPlanned },
-		workflow.UpdateHandlerOptions{Validator: func() error { return errCutoverPlanned }})
+	// The validators refuse before anything is written to the history.
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, SwitchTrafficUpdate, r.request(SwitchTrafficUpdate),
+		workflow.UpdateHandlerOptions{Validator: func() error { return r.allowed(SwitchTrafficUpdate, PhaseReadyForCutover) }}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, ReverseTrafficUpdate, r.request(ReverseTrafficUpdate),
+		workflow.UpdateHandlerOptions{Validator: func() error { return r.allowed(ReverseTrafficUpdate, PhaseSwitched) }}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, CompleteUpdate, r.request(CompleteUpdate),
+		workflow.UpdateHandlerOptions{Validator: func() error { return r.allowed(CompleteUpdate, PhaseSwitched) }})
+}
+
+// switchedNow: the targets serve the group (a SwitchTraffic is the last
+// cutover).
+func (r *reshard) switchedNow() bool { return r.prog.Cutover != nil && !r.prog.Cutover.Reverse }
+
+// request hands an update to the main loop, which owns the streams, and
+// returns its outcome.
+func (r *reshard) request(name string) func(workflow.Context) error {
+	return func(ctx workflow.Context) error {
+		r.want = name
+		if err := workflow.Await(ctx, func() bool { return r.want == "" }); err != nil {
+			return err
+		}
+		return r.reply
+	}
+}
+
+// allowed refuses an update outside its phase, or while another runs.
+func (r *reshard) allowed(name, phase string) error {
+	if r.want != "" {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s is running: wait for it", r.want), pgerr.ObjectNotInPrerequisiteState, nil)
+	}
+	if r.prog.Phase != phase {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s needs phase %s; the reshard is in phase %s", name, phase, r.prog.Phase),
+			pgerr.ObjectNotInPrerequisiteState, nil)
+	}
+	return nil
+}
+
+// cancelRefusal says why the Cancel signal cannot stop the reshard now,
+// or "" when it can.
+func (r *reshard) cancelRefusal() string {
+	switch {
+	case r.switchedNow():
+		return "the cutover is done: the targets serve the group. ReverseTraffic moves it back first; Complete ends the reshard"
+	case r.want != "":
+		return r.want + " is running: wait for it"
+	}
+	return ""
 }
 
 // phase records the phase for the queries and, as TesseraPhase and the
@@ -108,7 +175,7 @@ func (r *reshard) result() ReshardResult {
 
 func (r *reshard) run(ctx workflow.Context) error {
 	if res := r.in.Resume; res != nil {
-		r.plan, r.planned = res.Plan, true
+		r.plan, r.planned, r.fenceGen = res.Plan, true, res.FenceGeneration
 		r.prog.LastDiff = res.LastDiff
 		for k, v := range res.Copied {
 			r.prog.Copied[k] = v
@@ -117,6 +184,12 @@ func (r *reshard) run(ctx workflow.Context) error {
 			r.prog.Streams[k] = v
 		}
 		r.p.step("continued as new: the copy is done")
+		r.prog.Cutover = res.Cutover
+		if r.switchedNow() {
+			r.startStreams(ctx, r.plan.Reversed())
+			r.phase(ctx, PhaseSwitched)
+			return r.switched(ctx)
+		}
 	} else {
 		if err := r.validate(ctx); err != nil {
 			return err
@@ -126,7 +199,7 @@ func (r *reshard) run(ctx workflow.Context) error {
 		}
 	}
 	r.phase(ctx, PhaseCatchingUp)
-	r.startStreams(ctx)
+	r.startStreams(ctx, r.plan)
 	if err := r.catchUp(ctx); err != nil {
 		return err
 	}
@@ -137,23 +210,50 @@ func (r *reshard) run(ctx workflow.Context) error {
 		}
 	}
 	r.phase(ctx, PhaseReadyForCutover)
-	r.p.step("waiting for the cutover, which is planned: Cancel ends the reshard")
+	return r.ready(ctx)
+}
+
+// ready waits, forward streams running, for SwitchTraffic.
+func (r *reshard) ready(ctx workflow.Context) error {
+	r.p.step("waiting for SwitchTraffic: Cancel ends the reshard")
 	for {
-		if err := workflow.Sleep(ctx, readyLagPoll); err != nil {
+		requested, err := workflow.AwaitWithTimeout(ctx, readyLagPoll, func() bool { return r.want != "" })
+		if err != nil {
 			return err
 		}
-		if err := r.sampleLag(ctx); err != nil {
-			return err
-		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > reshardHistoryLimit {
-			if err := r.stopStreams(ctx); err != nil {
+		if requested {
+			r.reply = r.cutover(ctx, r.plan)
+			r.want = ""
+			if r.switchedNow() {
+				return r.switched(ctx)
+			}
+			if err := ctx.Err(); err != nil {
 				return err
 			}
-			next := r.in
-			next.Resume = &ReshardResume{Plan: r.plan, Copied: r.prog.Copied, LastDiff: r.prog.LastDiff, Streams: r.prog.Streams}
-			return workflow.NewContinueAsNewError(ctx, ReshardName, next)
+			continue
+		}
+		if err := r.idle(ctx); err != nil {
+			return err
 		}
 	}
+}
+
+// idle refreshes the streams' lag and continues as new when the history
+// grows long.
+func (r *reshard) idle(ctx workflow.Context) error {
+	if err := r.sampleLag(ctx); err != nil {
+		return err
+	}
+	if workflow.GetInfo(ctx).GetCurrentHistoryLength() <= reshardHistoryLimit {
+		return nil
+	}
+	if err := r.stopStreams(ctx); err != nil {
+		return err
+	}
+	next := r.in
+	next.Resume = &ReshardResume{Plan: r.plan, Copied: r.prog.Copied, LastDiff: r.prog.LastDiff, Streams: r.prog.Streams,
+		Cutover: r.prog.Cutover, FenceGeneration: r.fenceGen}
+	return workflow.NewContinueAsNewError(ctx, ReshardName, next)
 }
 
 func (r *reshard) validate(ctx workflow.Context) error {
@@ -209,14 +309,17 @@ func (r *reshard) copy(ctx workflow.Context) error {
 	return errors.Join(errs...)
 }
 
-func (r *reshard) startStreams(ctx workflow.Context) {
+// startStreams starts one stream per source of plan: the forward plan,
+// or after the cutover its reverse.
+func (r *reshard) startStreams(ctx workflow.Context, plan ReshardPlan) {
 	sctx, stop := workflow.WithCancel(ctx)
-	r.stop, r.streams = stop, map[string]workflow.Future{}
-	for _, src := range r.plan.Sources {
-		actx := withSummary(replicatorCtx(sctx), "stream %s from %s to %v", r.plan.tableNames(), src, r.plan.Targets)
-		r.streams[src] = workflow.ExecuteActivity(actx, StreamChangesActivity, SourceInput{Plan: r.plan, Source: src})
+	r.live, r.stop, r.streams = plan, stop, map[string]workflow.Future{}
+	for _, src := range plan.Sources {
+		in := SourceInput{Plan: plan, Source: src, FenceGeneration: r.fenceGen}
+		actx := withSummary(replicatorCtx(sctx), "stream %s from %s to %v", plan.tableNames(), src, plan.Targets)
+		r.streams[src] = workflow.ExecuteActivity(actx, StreamChangesActivity, in)
 	}
-	r.p.step("streaming changes from %v", r.plan.Sources)
+	r.p.step("streaming changes from %v to %v", plan.Sources, plan.Targets)
 }
 
 // stopStreams cancels the streams and waits until they have stopped.
@@ -226,7 +329,7 @@ func (r *reshard) stopStreams(ctx workflow.Context) error {
 	}
 	r.stop()
 	var errs []error
-	for _, src := range r.plan.Sources {
+	for _, src := range r.live.Sources {
 		err := r.streams[src].Get(ctx, nil)
 		var canceled *temporal.CanceledError
 		if err != nil && !errors.As(err, &canceled) {
@@ -240,7 +343,10 @@ func (r *reshard) stopStreams(ctx workflow.Context) error {
 // streamFailed reports a stream that ended by itself: only a refusal
 // ends one (its retries are unbounded), and the reshard cannot go on.
 func (r *reshard) streamFailed(ctx workflow.Context) error {
-	for _, src := range r.plan.Sources {
+	if r.streams == nil {
+		return nil
+	}
+	for _, src := range r.live.Sources {
 		if f := r.streams[src]; f.IsReady() {
 			err := f.Get(ctx, nil)
 			if err == nil {
@@ -253,11 +359,14 @@ func (r *reshard) streamFailed(ctx workflow.Context) error {
 }
 
 func (r *reshard) sampleLag(ctx workflow.Context) error {
+	if r.streams == nil {
+		return nil // a failed Complete stopped them
+	}
 	if err := r.streamFailed(ctx); err != nil {
 		return err
 	}
 	var lag StreamLagResult
-	err := workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "lag of the streams from %v", r.plan.Sources), StreamLagActivity, r.plan).Get(ctx, &lag)
+	err := workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "lag of the streams from %v", r.live.Sources), StreamLagActivity, r.live).Get(ctx, &lag)
 	if err != nil {
 		// A missed sample is not a failure of the reshard.
 		r.p.log.Warn("reading the streams' lag", "error", errText(err))
@@ -308,7 +417,7 @@ func (r *reshard) diff(ctx workflow.Context) error {
 	}
 	r.prog.LastDiff = &res
 	r.p.step("VDiff: %d differences", res.Differences)
-	r.startStreams(ctx)
+	r.startStreams(ctx, r.plan)
 	return nil
 }
 
@@ -325,20 +434,50 @@ func (r *reshard) cancel(ctx workflow.Context) (ReshardResult, error) {
 }
 
 // cleanup runs, whatever cancelled the workflow, in a context of its own.
+// It undoes a fence and a table buffer a stopped cutover may have left;
+// after a cutover it drops the reverse streams' objects too, and the
+// targets' fence after a ReverseTraffic; while the targets serve it keeps
+// the sources' fence, which keeps stale routers' writes off them.
 func (r *reshard) cleanup(ctx workflow.Context) error {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	if err := r.stopStreams(dctx); err != nil {
 		r.p.step("%s", errText(err))
 	}
-	opts := workflow.ActivityOptions{
-		StartToCloseTimeout: 5 * time.Minute,
-		HeartbeatTimeout:    replicatorHeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 20},
-		Summary:             "drop the reshard's slots, publications and origins on " + r.plan.shardNames(),
+	actx := workflow.WithActivityOptions(dctx, cleanupOptions)
+	if r.fenceTried {
+		if err := r.undoFence(dctx, r.cutoverInput(dctx, r.fencing)); err != nil {
+			return err
+		}
 	}
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, opts), CleanupReshardActivity, r.plan).Get(dctx, nil)
-	if err == nil {
-		r.p.step("dropped the slots, publications, origins and progress rows of %s", r.plan.Key)
+	if r.prog.Cutover != nil {
+		// A cutover cancelled before it cleared its table buffer.
+		if err := workflow.ExecuteActivity(actx, ClearTableBufferActivity, r.cutoverInput(dctx, r.plan)).Get(dctx, nil); err != nil {
+			return err
+		}
 	}
-	return err
+	plans := []ReshardPlan{r.plan}
+	if r.prog.Cutover != nil {
+		plans = append(plans, r.plan.Reversed())
+	}
+	if r.prog.Cutover != nil && r.prog.Cutover.Reverse {
+		in := r.cutoverInput(dctx, r.plan.Reversed())
+		if err := workflow.ExecuteActivity(actx, UnfenceSourcesActivity, in).Get(dctx, nil); err != nil {
+			return err
+		}
+	}
+	for _, plan := range plans {
+		if err := workflow.ExecuteActivity(actx, CleanupReshardActivity, plan).Get(dctx, nil); err != nil {
+			return err
+		}
+	}
+	r.p.step("dropped the slots, publications, origins and progress rows of %s", r.plan.Key)
+	return nil
+}
+
+// cleanupOptions: dropping what a reshard made is retried for a while.
+var cleanupOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 5 * time.Minute,
+	Summary:             "drop what the reshard made on its instances",
+	HeartbeatTimeout:    replicatorHeartbeatTimeout,
+	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 20},
 }

@@ -33,6 +33,14 @@ type fakeReplicator struct {
 	planErr   error
 	// copyBlocks makes CopyTables wait for cancellation.
 	copyBlocks bool
+	// fenceErr fails FenceSources; fenced says whether a fence is up.
+	fenceErr error
+	fenced   bool
+	buffered bool
+	// streamsEndAt: when running streams reach a fence's marker.
+	streamsEndAt []time.Time
+	// generations: each started stream's fence generation.
+	generations []int
 }
 
 func (f *fakeReplicator) record(call string) {
@@ -125,10 +133,30 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		f.slots = map[string]bool{}
 		return nil
 	})
-	env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).After(1000 * time.Hour).
-		Return(errors.New("a stream ended by itself"))
-	env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).After(1000 * time.Hour).
-		Return(errors.New("a stream ended by itself"))
+	registerFakeCutover(t, env, f, reg)
+	// A stream ends by itself only once its source is fenced (it has
+	// applied the fence's marker): at the next of f.streamsEndAt, and
+	// only if the fence is up by then.
+	streamRuns := func() time.Duration {
+		for _, at := range f.streamsEndAt {
+			if d := at.Sub(env.Now()); d > 0 {
+				return d
+			}
+		}
+		return 1000 * time.Hour
+	}
+	for range 2 {
+		env.OnActivity(StreamChangesActivity, mock.Anything, mock.Anything).AfterFn(streamRuns).
+			Return(func(ctx context.Context, in SourceInput) error {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if f.fenced {
+					delete(f.streaming, in.Source)
+					return nil
+				}
+				return errors.New("a stream ended by itself")
+			})
+	}
 	env.SetOnActivityStartedListener(func(info *activity.Info, ctx context.Context, args converter.EncodedValues) {
 		if info.ActivityType.Name != StreamChangesActivity {
 			return
@@ -140,6 +168,7 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		f.record("stream " + in.Source)
 		f.mu.Lock()
 		f.streaming[in.Source] = true
+		f.generations = append(f.generations, in.FenceGeneration)
 		f.mu.Unlock()
 	})
 	env.SetOnActivityCanceledListener(func(info *activity.Info) {
@@ -185,9 +214,9 @@ func TestReshardRunsToCutoverThenCancelCleansUp(t *testing.T) {
 				t.Errorf("current details %q, %v", md.GetCurrentDetails(), err)
 			}
 		}
-		env.UpdateWorkflow(SwitchTrafficUpdate, "switch-1", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(CompleteUpdate, "complete-1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { switchErr = err },
-			OnAccept:   func() { t.Error("SwitchTraffic was accepted") },
+			OnAccept:   func() { t.Error("Complete was accepted before the cutover") },
 			OnComplete: func(any, error) {},
 		})
 		env.SignalWorkflow(CancelSignal, nil)
@@ -210,8 +239,8 @@ func TestReshardRunsToCutoverThenCancelCleansUp(t *testing.T) {
 		t.Fatalf("ready with lag %d", s.LagBytes)
 	}
 	var appErr *temporal.ApplicationError
-	if !errors.As(switchErr, &appErr) || appErr.Type() != pgerr.FeatureNotSupported {
-		t.Fatalf("SwitchTraffic: %v", switchErr)
+	if !errors.As(switchErr, &appErr) || appErr.Type() != pgerr.ObjectNotInPrerequisiteState {
+		t.Fatalf("Complete before the cutover: %v", switchErr)
 	}
 	// Copies, then streams, a diff with the streams stopped, streams again,
 	// and the cleanup after they stopped.

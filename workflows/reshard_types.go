@@ -21,8 +21,18 @@ const (
 	// CancelSignal stops the streams and drops, on every instance, the
 	// slots, publications, origins and progress rows the reshard created.
 	CancelSignal = "Cancel"
-	// SwitchTrafficUpdate is refused for now: the cutover is planned.
+	// SwitchTrafficUpdate moves the group's writes (and reads) to the
+	// targets: allowed in phase ready_for_cutover, it returns once the
+	// topology is switched, or with why nothing changed.
 	SwitchTrafficUpdate = "SwitchTraffic"
+	// ReverseTrafficUpdate moves a switched group back to the sources,
+	// the cutover's mirror: the forward streams run again from their
+	// kept slots, and SwitchTraffic may be asked again.
+	ReverseTrafficUpdate = "ReverseTraffic"
+	// CompleteUpdate ends a switched reshard: it stops the reverse
+	// streams, drops everything the reshard made on every instance and the
+	// moved rows from the sources.
+	CompleteUpdate = "Complete"
 )
 
 // Reshard's activities, by the names the Temporal UI shows.
@@ -33,6 +43,20 @@ const (
 	StreamLagActivity      = "StreamLag"
 	DiffTablesActivity     = "DiffTables"
 	CleanupReshardActivity = "CleanupReshard"
+	// The cutover's steps, in the order SwitchTraffic runs them.
+	CheckCutoverActivity     = "CheckCutover"
+	SetTableBufferActivity   = "SetTableBuffer"
+	FenceSourcesActivity     = "FenceSources"
+	SetSequencesActivity     = "SetSequences"
+	PrepareReverseActivity   = "PrepareReverse"
+	SwitchTopologyActivity   = "SwitchTopology"
+	WaitRoutersActivity      = "WaitRouters"
+	ClearTableBufferActivity = "ClearTableBuffer"
+	// UnfenceSources undoes FenceSources when a cutover stops before its
+	// topology switch.
+	UnfenceSourcesActivity = "UnfenceSources"
+	// CompleteReshard is Complete's work.
+	CompleteReshardActivity = "CompleteReshard"
 )
 
 // Phases of a reshard, in order; cancelled and failed end it early.
@@ -42,8 +66,15 @@ const (
 	PhaseCatchingUp      = "catching_up"
 	PhaseDiffing         = "diffing"
 	PhaseReadyForCutover = "ready_for_cutover"
-	PhaseCancelling      = "cancelling"
-	PhaseCancelled       = "cancelled"
+	// PhaseSwitching: SwitchTraffic runs; before its topology switch it
+	// goes back to ready_for_cutover if a step fails.
+	PhaseSwitching = "switching"
+	// PhaseSwitched: the targets serve the group, reverse streams carry
+	// their writes back to the sources; Complete ends the reshard.
+	PhaseSwitched   = "switched"
+	PhaseCompleted  = "completed"
+	PhaseCancelling = "cancelling"
+	PhaseCancelled  = "cancelled"
 )
 
 // ReshardID is the workflow id of a reshard of a shard group: one at a
@@ -81,6 +112,11 @@ type ReshardResume struct {
 	Copied   map[string]int64     `json:"copied"`
 	LastDiff *DiffTablesResult    `json:"last_diff,omitempty"`
 	Streams  map[string]LagSample `json:"streams,omitempty"`
+	// Cutover is set once the topology is switched: the run continues
+	// in phase switched.
+	Cutover *CutoverReport `json:"cutover,omitempty"`
+	// FenceGeneration is the next fence's (CutoverInput).
+	FenceGeneration int `json:"fence_generation,omitempty"`
 }
 
 // ReshardTable is one table of the group: where it is and its shard key.
@@ -111,7 +147,34 @@ type ReshardPlan struct {
 	TargetTopology json.RawMessage `json:"target_topology"`
 	// TopologyRevision is the stored topology's revision the plan read.
 	TopologyRevision int64 `json:"topology_revision"`
+	// SourceTopology is the stored topology the plan read: the group's
+	// key ranges before the reshard, which the reverse streams route by
+	// and the cutover checks are still stored.
+	SourceTopology json.RawMessage `json:"source_topology,omitempty"`
 }
+
+// Reversed is the plan of the reverse streams a cutover starts: from the
+// targets back to the sources, routed by the sources' key ranges. It
+// keeps the key, so its slots, publications and origins are found by the
+// same cleanup; their names differ from the forward ones because they
+// name other shards (or are on other instances).
+func (p ReshardPlan) Reversed() ReshardPlan {
+	r := p
+	r.Sources, r.Targets = p.Targets, p.Sources
+	r.TargetTopology, r.SourceTopology = p.SourceTopology, p.TargetTopology
+	return r
+}
+
+// FenceTrigger names the trigger, on every table of a fenced source,
+// that refuses writes after the cutover (and its function, in schema
+// _tessera).
+func (p ReshardPlan) FenceTrigger() string { return p.Key + "_fence" }
+
+// OriginPrefix begins the name of every replication origin the
+// reshard's streams apply with (replicator.OriginName): a stream skips
+// source transactions that carry one, so forward and reverse streams
+// never send each other's changes back.
+func (p ReshardPlan) OriginPrefix() string { return "tessera_" + p.Key + "_" }
 
 // ReshardKey is the short name of a workflow id's objects: "rs" and 16 hex
 // digits, safe in slot, publication and origin names.
@@ -140,6 +203,9 @@ type PlanReshardInput struct {
 type SourceInput struct {
 	Plan   ReshardPlan `json:"plan"`
 	Source string      `json:"source"`
+	// FenceGeneration names the fence whose marker ends StreamChanges
+	// (CutoverInput.FenceGeneration).
+	FenceGeneration int `json:"fence_generation,omitempty"`
 }
 
 // CopyTablesResult says what one source's copy did.
@@ -190,6 +256,7 @@ type ReshardProgress struct {
 	Copied   map[string]int64     `json:"rows_copied"`
 	Streams  map[string]LagSample `json:"streams,omitempty"`
 	LastDiff *DiffTablesResult    `json:"last_diff,omitempty"`
+	Cutover  *CutoverReport       `json:"cutover,omitempty"`
 	Error    string               `json:"error,omitempty"`
 }
 

@@ -39,6 +39,17 @@ func (a *Actions) Register(r worker.Registry) {
 		workflows.StreamLagActivity:      a.StreamLag,
 		workflows.DiffTablesActivity:     a.DiffTables,
 		workflows.CleanupReshardActivity: a.CleanupReshard,
+		// The cutover (SwitchTraffic) and Complete.
+		workflows.CheckCutoverActivity:     a.CheckCutover,
+		workflows.SetTableBufferActivity:   a.SetTableBuffer,
+		workflows.FenceSourcesActivity:     a.FenceSources,
+		workflows.SetSequencesActivity:     a.SetSequences,
+		workflows.PrepareReverseActivity:   a.PrepareReverse,
+		workflows.SwitchTopologyActivity:   a.SwitchTopology,
+		workflows.WaitRoutersActivity:      a.WaitRouters,
+		workflows.ClearTableBufferActivity: a.ClearTableBuffer,
+		workflows.UnfenceSourcesActivity:   a.UnfenceSources,
+		workflows.CompleteReshardActivity:  a.CompleteReshard,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -58,7 +58,7 @@ func (a *Actions) DiffTables(ctx context.Context, plan workflows.ReshardPlan) (w
 			return res, activityError(fmt.Errorf("source %s: %w", src, err))
 		}
 		defer read.Rollback(context.Background())
-		if err := a.runStream(ctx, plan, src, lsn, false); err != nil {
+		if err := a.runStream(ctx, plan, src, lsn); err != nil {
 			return res, err
 		}
 		sources = append(sources, replicator.DiffSide{Shard: src, Read: read})

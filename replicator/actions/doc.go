@@ -1,6 +1,9 @@
 // Package actions holds the Replicator's Temporal activities for the
 // Reshard workflow (package workflows): PlanReshard, CopyTables,
-// StreamChanges, StreamLag, DiffTables and CleanupReshard. They take and
+// StreamChanges, StreamLag, DiffTables, CleanupReshard, the cutover's
+// steps (CheckCutover, SetTableBuffer, FenceSources, SetSequences,
+// PrepareReverse, SwitchTopology, WaitRouters, ClearTableBuffer,
+// UnfenceSources) and CompleteReshard. They take and
 // return the workflow's plain-JSON types and call into package replicator,
 // so that package workflows needs nothing of the replicator's internals.
 //
@@ -8,6 +11,9 @@
 // from the targets' _tessera.copy_progress rows, a restarted StreamChanges
 // from the targets' replication origins, a retried DiffTables from its
 // last heartbeat's reports, and CleanupReshard drops only what is there.
+// The cutover's steps are idempotent too: a fence or a slot made again
+// replaces or keeps the first, a topology switch already done returns its
+// revision.
 //
 // # Reaching Postgres
 //

@@ -79,6 +79,9 @@ func planTopology(top *topo.Topology, in workflows.PlanReshardInput) (workflows.
 		return plan, err
 	}
 	plan.TargetTopology = doc
+	if plan.SourceTopology, err = json.Marshal(top); err != nil {
+		return plan, activityError(err)
+	}
 	return plan, nil
 }
 

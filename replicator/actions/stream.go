@@ -13,30 +13,41 @@ import (
 )
 
 // StreamChanges applies one source's changes to the targets until the
-// workflow cancels it: one long activity per source, heartbeating the
-// lag. A restarted attempt resumes from the targets' replication origins,
-// so it neither skips nor re-applies a source transaction.
+// workflow cancels it, or until it has applied the source's cutover fence
+// marker (FenceSources), when it returns nil: every write the fenced
+// tables took is then applied on the targets. One long activity per
+// source, heartbeating the lag. A restarted attempt resumes from the
+// targets' replication origins, so it neither skips nor re-applies a
+// source transaction.
 func (a *Actions) StreamChanges(ctx context.Context, in workflows.SourceInput) error {
-	return a.runStream(ctx, in.Plan, in.Source, 0, true)
+	s, closeConns, err := a.newStream(ctx, in.Plan, in.Source)
+	if err != nil {
+		return err
+	}
+	defer closeConns()
+	s.StopAtMessage = fenceMarker(in.Plan, in.FenceGeneration)
+	stop := beating(ctx, func() any {
+		bytes, seconds := s.Lag()
+		return workflows.StreamHeartbeat{LagBytes: bytes, LagSeconds: seconds}
+	})
+	defer stop()
+	return streamError(ctx, s.Run(ctx), in.Source)
 }
 
-// runStream runs a source's stream, up to stopAt if it is set, and
-// heartbeats its lag if beat (DiffTables heartbeats its reports instead).
-func (a *Actions) runStream(ctx context.Context, plan workflows.ReshardPlan, source string, stopAt pglogrepl.LSN, beat bool) error {
+// runStream runs a source's stream up to stopAt (DiffTables' consistent
+// point).
+func (a *Actions) runStream(ctx context.Context, plan workflows.ReshardPlan, source string, stopAt pglogrepl.LSN) error {
 	s, closeConns, err := a.newStream(ctx, plan, source)
 	if err != nil {
 		return err
 	}
 	defer closeConns()
 	s.StopAt = stopAt
-	if beat {
-		stop := beating(ctx, func() any {
-			bytes, seconds := s.Lag()
-			return workflows.StreamHeartbeat{LagBytes: bytes, LagSeconds: seconds}
-		})
-		defer stop()
-	}
-	err = s.Run(ctx)
+	return streamError(ctx, s.Run(ctx), source)
+}
+
+// streamError is a stream's end as the activity reports it.
+func streamError(ctx context.Context, err error, source string) error {
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -59,7 +70,7 @@ func (a *Actions) newStream(ctx context.Context, plan workflows.ReshardPlan, sou
 	}
 	defer closeAll(src)
 	s := &replicator.Stream{Workflow: plan.Key, Source: source, SourceConnString: srcURL,
-		Slot: plan.Slot(source), Publication: plan.Publication()}
+		Slot: plan.Slot(source), Publication: plan.Publication(), SkipOriginPrefix: plan.OriginPrefix()}
 	for _, t := range plan.Tables {
 		table, err := replicator.DescribeTable(ctx, src, t.Schema, t.Name, t.ShardColumn)
 		if err != nil {
