@@ -268,7 +268,23 @@ func (r *reshard) switched(ctx workflow.Context) error {
 // complete stops the reverse streams and drops everything the reshard
 // made, and the moved rows from the sources. A failure leaves the
 // streams stopped; Complete may be asked again (each step is idempotent).
+//
+// It refuses while a live router still routes by a topology older than
+// the cutover's: Complete drops the sources' fence, and such a router's
+// writes would then commit on a source that nobody reads any more.
 func (r *reshard) complete(ctx workflow.Context) error {
+	in := r.cutoverInput(ctx, r.plan)
+	in.Revision = r.prog.Cutover.Revision
+	var waited WaitRoutersResult
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, cutoverRouterWait+10*time.Second, 3,
+		"check every router routes by topology revision %d", in.Revision), WaitRoutersActivity, in).Get(ctx, &waited); err != nil {
+		return failed(err, "checking the routers before Complete")
+	}
+	if len(waited.Waiting) > 0 {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"routers %v still route by a topology older than revision %d: Complete would drop the fence that refuses their writes on the sources; restart or fix them, then ask Complete again",
+			waited.Waiting, in.Revision), pgerr.ObjectNotInPrerequisiteState, nil)
+	}
 	if err := r.stopStreams(ctx); err != nil {
 		r.p.step("%s", errText(err))
 	}

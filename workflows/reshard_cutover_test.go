@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,7 +71,9 @@ func registerFakeCutover(t *testing.T, env *testsuite.TestWorkflowEnvironment, f
 		if in.Revision != 7 {
 			return WaitRoutersResult{}, errors.New("waiting for the wrong revision")
 		}
-		return WaitRoutersResult{}, nil
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return WaitRoutersResult{Waiting: f.lagging}, nil
 	})
 	reg(ClearTableBufferActivity, func(ctx context.Context, in CutoverInput) (time.Time, error) {
 		f.mu.Lock()
@@ -146,14 +149,12 @@ func TestReshardSwitchTrafficThenComplete(t *testing.T) {
 		t.Fatalf("result %+v, fenced %v, buffered %v", res, f.fenced, f.buffered)
 	}
 	// The steps in order; then the reverse streams (from the targets) run
-	// until Complete stops them.
-	want := []string{"check", "buffer", "fence", "sequences", "reverse", "switch", "routers", "unbuffer"}
+	// until Complete, which first checks the routers again, stops them.
+	want := []string{"check", "buffer", "fence", "sequences", "reverse", "switch", "routers", "unbuffer", "routers"}
 	var got []string
 	for _, c := range f.calls {
-		for _, w := range want {
-			if c == w {
-				got = append(got, c)
-			}
+		if slices.Contains(want, c) {
+			got = append(got, c)
 		}
 	}
 	if len(got) != len(want) {
@@ -166,6 +167,50 @@ func TestReshardSwitchTrafficThenComplete(t *testing.T) {
 	}
 	if f.called("stream s") != 4 || f.called("stream t") != 4 || f.called("complete") != 1 || f.called("cleanup") != 0 {
 		t.Fatalf("calls %v", f.calls)
+	}
+}
+
+// TestReshardCompleteWaitsForEveryRouter: Complete drops the sources'
+// fence, so while a router still routes by the old topology it is refused
+// (55000) and changes nothing; asked again once the router has caught up,
+// it completes.
+func TestReshardCompleteWaitsForEveryRouter(t *testing.T) {
+	f := &fakeReplicator{lag: 50 << 20}
+	env := newReshardEnv(t, f)
+	f.streamsEndAt = []time.Time{env.Now().Add(10*time.Minute + time.Second)}
+	var switchErr, refused, completeErr error
+	var afterRefusal ReshardProgress
+	env.RegisterDelayedCallback(func() { update(env, SwitchTrafficUpdate, &switchErr) }, 10*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.lagging = []string{"router-a"}
+		f.mu.Unlock()
+		update(env, CompleteUpdate, &refused)
+	}, 20*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		afterRefusal = queryProgress(t, env)
+		f.mu.Lock()
+		f.lagging = nil
+		f.mu.Unlock()
+		update(env, CompleteUpdate, &completeErr)
+	}, 30*time.Minute)
+	env.ExecuteWorkflow(Reshard, reshardIn)
+	var res ReshardResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	var appErr *temporal.ApplicationError
+	if switchErr != nil || completeErr != nil {
+		t.Fatalf("SwitchTraffic: %v; second Complete: %v", switchErr, completeErr)
+	}
+	if !errors.As(refused, &appErr) || appErr.Type() != pgerr.ObjectNotInPrerequisiteState {
+		t.Fatalf("Complete with a lagging router: %v", refused)
+	}
+	if afterRefusal.Phase != PhaseSwitched {
+		t.Fatalf("phase after the refused Complete: %s", afterRefusal.Phase)
+	}
+	if res.Phase != PhaseCompleted || f.called("complete") != 1 {
+		t.Fatalf("result %+v, calls %v", res, f.calls)
 	}
 }
 

@@ -35,6 +35,8 @@ type fakeReplicator struct {
 	copyBlocks bool
 	// fenceErr fails FenceSources; fenced says whether a fence is up.
 	fenceErr error
+	// lagging names routers WaitRouters reports behind the revision.
+	lagging []string
 	fenced   bool
 	buffered bool
 	// streamsEndAt: when running streams reach a fence's marker.
