@@ -23,6 +23,8 @@ func (c *clientConn) plan(sql string, oids []uint32) ([]*plannedStmt, error) {
 		Database:   c.database,
 		SearchPath: c.searchPath(snap.Revision),
 		ParamOIDs:  oids,
+		// A snapshot of the catalog cannot see the transaction's DDL.
+		UncommittedDDL: c.tx.ddl,
 	})
 }
 

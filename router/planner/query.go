@@ -104,7 +104,16 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 		st.Err = err
 		return
 	}
-	if !q.read || f.crossShard == "" || c.mergeable(st, q, f, shardedRefs) {
+	if !q.read {
+		return
+	}
+	if st.Route == Scatter || colocated {
+		if err := c.checkCalls(f); err != nil {
+			st.Err = err
+			return
+		}
+	}
+	if f.crossShard == "" || c.mergeable(st, q, f, shardedRefs) {
 		return
 	}
 	switch {

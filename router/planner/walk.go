@@ -54,6 +54,9 @@ type facts struct {
 	// effects (sideEffectFree), which may write (nextval, a user's
 	// function); the planner cannot tell without the catalog.
 	opaqueCall bool
+	// calls are the function calls without OVER, which the catalog may
+	// show to be aggregates (checkCalls).
+	calls []*pg_query.FuncCall
 }
 
 func collect(n *pg_query.Node) *facts {
@@ -166,6 +169,9 @@ func (f *facts) funcFacts(fc *pg_query.FuncCall) {
 	if !builtinCall(fc) || !(sideEffectFree[name] || aggregates[name]) {
 		f.opaqueCall = true
 	}
+	if fc.Over == nil {
+		f.calls = append(f.calls, fc)
+	}
 	switch {
 	case fc.Over != nil:
 		f.cross("window functions")
@@ -207,7 +213,7 @@ func isTrue(n *pg_query.Node) bool {
 
 // aggregates are Postgres's built-in aggregate functions. User-defined
 // aggregates called without DISTINCT, ORDER BY, FILTER or * cannot be told
-// from plain functions without the catalog.
+// from plain functions without the catalog (Routines).
 var aggregates = setOf(
 	"avg", "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "count", "every", "max", "min", "sum",
 	"any_value", "array_agg", "string_agg", "json_agg", "jsonb_agg", "json_agg_strict", "jsonb_agg_strict",
