@@ -116,6 +116,9 @@ func (k *Key) route(params Params) (key uint64, null bool, err error) {
 		raw, format = v, f
 	}
 	key, err = k.Index.Func.Key(k.Type, format, raw)
+	if err != nil && k.widens && pgerr.Code(err) == "22003" {
+		return 0, true, nil // out of the column's range: no row has it
+	}
 	return key, false, err
 }
 

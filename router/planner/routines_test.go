@@ -87,3 +87,27 @@ func TestAggregatesAfterDDL(t *testing.T) {
 		t.Errorf("after CREATE AGGREGATE in the same string: %v, want 0A000", stmts[1].Err)
 	}
 }
+
+// An integer literal compared with an integer shard key without a cast is
+// typed by its value in Postgres, which compares across types: beyond the
+// column's range it matches no row. Cast, quoted or inserted, it fails as
+// the column's type does (22003).
+func TestIntegerKeysBeyondTheColumnType(t *testing.T) {
+	top := testTop(t)
+	for _, c := range []struct{ sql, want string }{
+		{"SELECT * FROM customers WHERE customer_id = 99999999999999999999", "select shard customer-shard-1"},
+		{"SELECT * FROM customers WHERE customer_id = -99999999999999999999", "select shard customer-shard-1"},
+		{"SELECT * FROM customers WHERE customer_id IN (99999999999999999999, 42)", "select shard customer-shard-1"},
+		{"SELECT * FROM customers WHERE customer_id IN (99999999999999999999, 1)", "select shard customer-shard-2"},
+		{"SELECT * FROM orders WHERE customer_id = 3000000000", "select shard customer-shard-1"},
+		{"DELETE FROM customers WHERE customer_id = 99999999999999999999", "delete shard customer-shard-1"},
+		{"SELECT * FROM customers WHERE customer_id = '99999999999999999999'", "select error 22003"},
+		{"SELECT * FROM customers WHERE customer_id = 99999999999999999999::int8", "select error 22003"},
+		{"SELECT * FROM orders WHERE customer_id = '3000000000'", "select error 22003"},
+		{"INSERT INTO customers (customer_id) VALUES (99999999999999999999)", "insert error 22003"},
+	} {
+		if got := summary(planOne(t, New(0), top, store(c.sql)), nil); got != c.want {
+			t.Errorf("%s: %s, want %s", c.sql, got, c.want)
+		}
+	}
+}
