@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	pg_query "github.com/pganalyze/pg_query_go/v6"
 )
 
 // answer is everything a client sees of one statement's result: the
@@ -28,9 +28,9 @@ type answer struct {
 const firstNormalObjectID = 16384
 
 // ask runs sql on conn in mode and records its answer.
-func ask(ctx context.Context, conn *pgx.Conn, sql string, mode pgx.QueryExecMode) answer {
+func ask(ctx context.Context, conn *pgx.Conn, sql string, mode pgx.QueryExecMode, args ...any) answer {
 	var a answer
-	rows, err := conn.Query(ctx, sql, mode)
+	rows, err := conn.Query(ctx, sql, append([]any{mode}, args...)...)
 	if err == nil {
 		for _, f := range rows.FieldDescriptions() {
 			oid := fmt.Sprint(f.DataTypeOID)
@@ -75,7 +75,10 @@ func ask(ctx context.Context, conn *pgx.Conn, sql string, mode pgx.QueryExecMode
 // keys: rows compare as multisets (no ORDER BY), or only their number
 // (a LIMIT without ORDER BY, or an ORDER BY the harness cannot read).
 type ordering struct {
-	keys    []string
+	keys []string
+	// all is the reference's answer without the LIMIT and OFFSET, when
+	// keys cannot say which rows they keep: any rows of it may answer.
+	all     [][]string
 	sorted  bool // the statement has a top-level ORDER BY
 	limited bool // LIMIT or FETCH FIRST: the last run may be cut
 	offset  bool // OFFSET: the first run may be cut
@@ -86,9 +89,9 @@ type ordering struct {
 // name unique among the columns, or by position) is read from the
 // answer; for other keys (expressions, qualified columns) the reference
 // answers sql again with the keys added to its output.
-func orderOf(ctx context.Context, ref *pgx.Conn, mode pgx.QueryExecMode, sql string, want answer) ordering {
+func orderOf(ctx context.Context, ref *pgx.Conn, mode pgx.QueryExecMode, st statement, want answer) ordering {
 	var o ordering
-	tree, err := pg_query.Parse(sql)
+	tree, err := pg_query.Parse(st.sql)
 	if err != nil || len(tree.Stmts) != 1 || want.code != "" {
 		return o
 	}
@@ -99,6 +102,11 @@ func orderOf(ctx context.Context, ref *pgx.Conn, mode pgx.QueryExecMode, sql str
 	o.limited = s.LimitCount != nil
 	o.offset = s.LimitOffset != nil
 	o.sorted = len(s.SortClause) > 0
+	if o.limited || o.offset {
+		// Kept for when the keys cannot be read; parsed again, since the
+		// keys' reading below changes the tree.
+		o.all = unlimited(ctx, ref, mode, st)
+	}
 	if !o.sorted {
 		return o
 	}
@@ -147,7 +155,7 @@ func orderOf(ctx context.Context, ref *pgx.Conn, mode pgx.QueryExecMode, sql str
 		if err != nil {
 			return o
 		}
-		a := ask(ctx, ref, augmented, mode)
+		a := ask(ctx, ref, augmented, mode, st.args...)
 		if a.code != "" || len(a.rows) != len(want.rows) {
 			return o
 		}
@@ -162,6 +170,26 @@ func orderOf(ctx context.Context, ref *pgx.Conn, mode pgx.QueryExecMode, sql str
 		o.keys[r] = strings.Join(k, ",")
 	}
 	return o
+}
+
+// unlimited is the reference's answer to sql without its top-level
+// LIMIT and OFFSET, or nil.
+func unlimited(ctx context.Context, ref *pgx.Conn, mode pgx.QueryExecMode, st statement) [][]string {
+	tree, err := pg_query.Parse(st.sql)
+	if err != nil {
+		return nil
+	}
+	s := tree.Stmts[0].Stmt.GetSelectStmt()
+	s.LimitCount, s.LimitOffset, s.LimitOption = nil, nil, pg_query.LimitOption_LIMIT_OPTION_DEFAULT
+	all, err := pg_query.Deparse(tree)
+	if err != nil {
+		return nil
+	}
+	a := ask(ctx, ref, all, mode, st.args...)
+	if a.code != "" {
+		return nil
+	}
+	return a.rows
 }
 
 // mismatch compares the router's answer with the reference's: "" when
@@ -182,10 +210,16 @@ func mismatch(ref, got answer, o ordering) string {
 	switch {
 	case o.keys != nil:
 		return compareRuns(ref.rows, got.rows, o)
-	case o.limited || o.offset || o.sorted:
-		// Any n rows (or the rows after any m) answer it, or the order
-		// could not be read: the tag already compared their number.
+	case o.limited || o.offset:
+		// Any n rows (or the rows after any m) answer it: the tag
+		// compared their number; they must be rows of the whole answer.
+		if o.all != nil {
+			return subMultiset(got.rows, o.all)
+		}
 		return ""
+	case o.sorted:
+		// The order could not be read: the rows are still the same.
+		return compareMultisets(ref.rows, got.rows)
 	}
 	return compareMultisets(ref.rows, got.rows)
 }
@@ -228,6 +262,21 @@ func compareRuns(ref, got [][]string, o ordering) string {
 			}
 		}
 		start = end
+	}
+	return ""
+}
+
+// subMultiset reports rows of got that all does not have (as many times).
+func subMultiset(got, all [][]string) string {
+	have := map[string]int{}
+	for _, r := range render(all) {
+		have[r]++
+	}
+	for _, r := range render(got) {
+		if have[r] == 0 {
+			return fmt.Sprintf("row %s is not in the answer without LIMIT and OFFSET", r)
+		}
+		have[r]--
 	}
 	return ""
 }

@@ -343,3 +343,121 @@ SELECT * FROM items WHERE (k, qty) = (5, 2);
 SELECT * FROM items WHERE (k, qty) IN ((5, 2), (40, 6));
 SELECT * FROM items WHERE k = 5 FOR SHARE;
 SELECT * FROM items WHERE k = 5 FOR UPDATE OF items;
+
+-- More key predicates.
+SELECT * FROM items WHERE k = 7 OR k = 7;
+SELECT * FROM items WHERE k = 7 AND NOT (k = 7);
+SELECT * FROM items WHERE k IN (SELECT 7);
+SELECT * FROM items WHERE k = (7);
+SELECT * FROM items WHERE k = +7;
+SELECT * FROM items WHERE k = - -7;
+SELECT * FROM items WHERE k = -7;
+SELECT * FROM items WHERE k = 7::bigint::int;
+SELECT * FROM items WHERE k::int = 7;
+SELECT * FROM items WHERE k = ANY (ARRAY[7, 40]);
+SELECT * FROM items WHERE k = 7 AND k IN (7, 40);
+SELECT * FROM items WHERE k = $$7$$;
+SELECT * FROM items WHERE k = E'7';
+SELECT * FROM items WHERE k = U&'7';
+SELECT * FROM items WHERE k = 07;
+SELECT * FROM items WHERE k = 7.;
+SELECT * FROM items WHERE k = 1e1;
+SELECT * FROM items WHERE k = 3000000000;
+SELECT * FROM items WHERE k = -9223372036854775808;
+SELECT * FROM items WHERE k = 9223372036854775808;
+SELECT * FROM items WHERE k = '9223372036854775808';
+SELECT * FROM items WHERE k IN (7, 9223372036854775808);
+SELECT * FROM events WHERE k = 7 AND seq = 2;
+SELECT * FROM events WHERE k = 2147483648;
+SELECT count(*) FROM items WHERE k IN (1, 2, 3, 40);
+SELECT k FROM items WHERE k IN (1, 2, 3, 40) ORDER BY k LIMIT 2;
+SELECT k FROM items WHERE k IN (1, 2, 3, 40) LIMIT 2;
+SELECT k FROM items WHERE k IN (3, 40, 41) ORDER BY k DESC LIMIT 2;
+SELECT * FROM items a, items b WHERE a.k = 5 AND b.k = 5;
+SELECT a.k, b.k FROM items a, items b WHERE a.k = 5 AND b.k = 40;
+SELECT a.k, b.k FROM items a, items b WHERE a.k = 5 AND b.k = 6;
+SELECT * FROM items a JOIN events e ON a.k = e.k WHERE e.k = 7;
+SELECT a.k, e.seq FROM items a LEFT JOIN events e ON a.k = e.k AND e.k = 7;
+SELECT a.k, e.seq FROM items a LEFT JOIN events e ON e.k = 7;
+SELECT a.k, e.seq FROM items a LEFT JOIN events e ON a.k = e.k WHERE a.k = 7 OR e.k = 11;
+SELECT a.k, e.seq FROM events e RIGHT JOIN items a ON a.k = e.k AND e.k = 7;
+SELECT a.k FROM items a WHERE a.k = 7 AND a.qty IN (SELECT seq FROM events e WHERE e.k = 7);
+SELECT a.k FROM items a WHERE a.k = 7 AND a.qty IN (SELECT seq FROM events e WHERE e.k = 11);
+WITH x AS (SELECT * FROM items WHERE k = 5) SELECT * FROM x;
+WITH x AS (SELECT * FROM items WHERE k = 5) SELECT x.k, items.k FROM x, items WHERE items.k = 6;
+
+-- More counts and ordered merges.
+SELECT count(*) AS "Count" FROM items;
+SELECT count(*) c1, count(qty) c2 FROM items;
+SELECT COUNT(*) FROM items;
+SELECT pg_catalog.count(*) FROM items;
+SELECT count(ALL qty) FROM items;
+SELECT count(*) FROM ONLY items;
+SELECT count(*) FROM items FOR UPDATE;
+SELECT count(*) FROM (SELECT * FROM items LIMIT 5) s;
+SELECT count(*) OVER () FROM items WHERE k = 5;
+SELECT count(*) FROM items, kinds;
+SELECT count(*) FROM items LEFT JOIN kinds ON kinds.code = items.kind;
+SELECT count(*) FROM kinds LEFT JOIN items ON kinds.code = items.kind;
+SELECT count(*) FROM kinds WHERE EXISTS (SELECT 1 FROM items WHERE items.kind = kinds.code);
+SELECT count(*) FROM kinds;
+SELECT count(*) FROM events e WHERE e.amount IS NULL;
+SELECT count(e.note) FROM items i JOIN events e USING (k) WHERE i.flag;
+SELECT small, k FROM items ORDER BY small NULLS FIRST, k DESC LIMIT 9;
+SELECT small FROM items ORDER BY small DESC LIMIT 9;
+SELECT k, qty FROM items ORDER BY qty DESC NULLS FIRST LIMIT 3;
+SELECT i.* FROM items i ORDER BY qty LIMIT 3;
+SELECT items.* FROM items ORDER BY items.qty LIMIT 3;
+SELECT *, k FROM items ORDER BY k LIMIT 3;
+SELECT k FROM items ORDER BY 1 LIMIT 3 FOR SHARE;
+SELECT k AS x FROM items ORDER BY k LIMIT 3;
+SELECT k AS x FROM items ORDER BY x LIMIT 3;
+SELECT qty, k FROM items ORDER BY qty, 2 DESC LIMIT 11;
+SELECT k, big FROM items ORDER BY big DESC LIMIT 2;
+SELECT k FROM items i ORDER BY i.k LIMIT 3;
+SELECT i.k FROM items i ORDER BY k LIMIT 3;
+SELECT k FROM items ORDER BY items.k DESC LIMIT 3;
+SELECT qty AS small, small AS qty FROM items ORDER BY small, qty LIMIT 8;
+SELECT qty AS small, small AS qty FROM items ORDER BY items.small, items.qty LIMIT 8;
+SELECT k, qty FROM items WHERE qty > 3 ORDER BY qty, k LIMIT 5;
+SELECT k FROM items ORDER BY k LIMIT 5 FOR UPDATE;
+
+-- The unsharded table, alone or with the reference table.
+SELECT body, count(*) FROM notes GROUP BY body ORDER BY body;
+SELECT n.body, kd.label FROM notes n LEFT JOIN kinds kd ON kd.code = n.id ORDER BY n.id;
+SELECT DISTINCT body FROM notes;
+SELECT id, sum(k) OVER (ORDER BY id) FROM notes;
+SELECT * FROM notes ORDER BY k DESC LIMIT 3 OFFSET 2;
+SELECT * FROM notes WHERE k IN (SELECT code * 5 FROM kinds);
+SELECT code, label FROM kinds UNION ALL SELECT id, body FROM notes ORDER BY 1, 2;
+SELECT * FROM kinds ORDER BY label NULLS FIRST;
+SELECT label, count(*) FROM kinds GROUP BY label;
+SELECT kd.code, n.id FROM kinds kd FULL JOIN notes n ON n.id = kd.code;
+
+-- Parameters: bound by the extended protocol, inlined by pgx in the
+-- simple one.
+SELECT * FROM items WHERE k = $1; -- args: [5]
+SELECT * FROM items WHERE k = $1; -- args: [40]
+SELECT * FROM items WHERE k = $1; -- args: ["5"]
+SELECT * FROM items WHERE k = $1; -- args: [null]
+SELECT * FROM items WHERE k = $1; -- args: [3000000000]
+SELECT * FROM items WHERE k = $1::int4; -- args: [5]
+SELECT * FROM items WHERE k = $1::int2; -- args: [40000]
+SELECT * FROM items WHERE k IN ($1, $2); -- args: [5, 40]
+SELECT * FROM items WHERE k IN ($1, $2); -- args: [5, null]
+SELECT * FROM items WHERE k = $1 AND qty = $2; -- args: [5, 2]
+SELECT * FROM items WHERE k = $1::text::bigint; -- args: ["5"]
+SELECT k FROM items WHERE name = $1; -- args: ["beta"]
+SELECT $1::int + k FROM items WHERE k = 5; -- args: [1]
+SELECT * FROM events WHERE k = $1 ORDER BY seq; -- args: [7]
+SELECT count(*) FROM items WHERE qty > $1; -- args: [3]
+SELECT count(*) FROM items WHERE k = $1; -- args: [7]
+SELECT k FROM items LIMIT $1; -- args: [3]
+SELECT k FROM items LIMIT $1; -- args: [0]
+SELECT k FROM items LIMIT $1; -- args: [null]
+SELECT k FROM items LIMIT $1; -- args: [-1]
+SELECT k FROM items WHERE qty > $1 LIMIT $2; -- args: [3, 4]
+SELECT k FROM items ORDER BY k LIMIT $1; -- args: [3]
+SELECT k FROM items ORDER BY k LIMIT 3 OFFSET $1; -- args: [1]
+SELECT i.k, e.seq FROM items i JOIN events e ON e.k = i.k WHERE i.k = $1; -- args: [7]
+SELECT i.k, e.seq FROM items i JOIN events e ON e.k = i.k WHERE e.k = $1 AND i.k = $2; -- args: [7, 11]
