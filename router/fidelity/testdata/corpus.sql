@@ -461,3 +461,17 @@ SELECT k FROM items ORDER BY k LIMIT $1; -- args: [3]
 SELECT k FROM items ORDER BY k LIMIT 3 OFFSET $1; -- args: [1]
 SELECT i.k, e.seq FROM items i JOIN events e ON e.k = i.k WHERE i.k = $1; -- args: [7]
 SELECT i.k, e.seq FROM items i JOIN events e ON e.k = i.k WHERE e.k = $1 AND i.k = $2; -- args: [7, 11]
+
+-- A user-defined aggregate (int_total), known only from the catalog.
+SELECT int_total(qty) FROM items;
+SELECT public.int_total(qty) FROM items;
+SELECT int_total(qty) + 1 FROM items;
+SELECT int_total(qty) FILTER (WHERE flag) FROM items;
+SELECT k, int_total(qty) OVER (ORDER BY k) FROM items;
+SELECT kind, int_total(qty) FROM items GROUP BY kind;
+SELECT int_total(qty) FROM items WHERE k = 5;
+SELECT int_total(qty) FROM items WHERE k IN (5, 40);
+SELECT k FROM items WHERE qty < (SELECT int_total(seq) FROM events WHERE events.k = items.k);
+SELECT int_total(code) FROM kinds;
+SELECT int_total(id) FROM notes;
+SELECT count(*) FROM items WHERE qty > (SELECT int_total(1));
