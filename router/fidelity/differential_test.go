@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -251,12 +252,22 @@ func data() []string {
 		}
 		return v
 	}
+	// Negative and positive, and int8's extremes.
+	big := func(k int) int64 {
+		switch k {
+		case 47:
+			return math.MaxInt64
+		case 48:
+			return math.MinInt64
+		}
+		return int64(1-2*(k%2)) * int64(k) * 1_000_000_000_007
+	}
 	var out []string
 	for k := 1; k <= 48; k++ {
 		name := names[k%len(names)]
 		out = append(out, fmt.Sprintf(
 			"INSERT INTO items VALUES (%d, %s, %s, %d, %s, %s, %s, %s, DATE '2024-01-01' + %d, TIMESTAMPTZ '2024-03-01 10:00:00+00' + interval '%d hours', '%08x-0000-4000-8000-%012x', %s, %s, %d)",
-			k, null(k%7 == 0, fmt.Sprint(k%5)), null(k%9 == 0, fmt.Sprint((k*7)%11)), int64(k)*1_000_000_000_007,
+			k, null(k%7 == 0, fmt.Sprint(k%5-2)), null(k%9 == 0, fmt.Sprint((k*7)%11)), big(k),
 			null(k%8 == 0, fmt.Sprintf("%d.%02d", k*3%17, k*13%100)), null(k%10 == 0, fmt.Sprintf("%g", float64(k%6)/4)),
 			name, null(k%10 == 5, fmt.Sprint(k%3 == 0)), k%6, k*5, (k*2654435761)%(1<<32), k,
 			null(k%11 == 0, fmt.Sprintf(`'{"k": %d, "even": %t, "tag": %q}'`, k, k%2 == 0, fmt.Sprint("t", k%3))),

@@ -475,3 +475,19 @@ SELECT k FROM items WHERE qty < (SELECT int_total(seq) FROM events WHERE events.
 SELECT int_total(code) FROM kinds;
 SELECT int_total(id) FROM notes;
 SELECT count(*) FROM items WHERE qty > (SELECT int_total(1));
+
+-- Ordered merges over negative numbers and int8's extremes, in text and
+-- in binary.
+SELECT k, small FROM items ORDER BY small, k LIMIT 10;
+SELECT small, big FROM items ORDER BY big DESC LIMIT 5;
+SELECT big FROM items ORDER BY big LIMIT 3;
+SELECT k, big FROM items ORDER BY big NULLS FIRST LIMIT 3;
+SELECT small, k FROM items ORDER BY small DESC NULLS LAST, k LIMIT 12;
+SELECT k, small FROM items WHERE small < 0 ORDER BY small DESC, k DESC LIMIT 6;
+SELECT k FROM items WHERE big < 0 ORDER BY k DESC LIMIT 4;
+SELECT count(*) FROM items WHERE big < 0;
+SELECT k FROM items WHERE big = 9223372036854775807;
+SELECT k FROM items WHERE big = -9223372036854775808;
+SELECT k, big + 1 FROM items WHERE k = 47;
+SELECT k, -big FROM items WHERE k = 48;
+SELECT k, abs(small) FROM items ORDER BY k LIMIT 4;
