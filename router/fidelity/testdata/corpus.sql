@@ -491,3 +491,43 @@ SELECT k FROM items WHERE big = -9223372036854775808;
 SELECT k, big + 1 FROM items WHERE k = 47;
 SELECT k, -big FROM items WHERE k = 48;
 SELECT k, abs(small) FROM items ORDER BY k LIMIT 4;
+
+-- Session settings that change how values are written reach every shard.
+SET datestyle = 'SQL, DMY';
+SELECT k, day, at FROM items;
+SELECT k, day FROM items ORDER BY k LIMIT 5;
+SET datestyle TO DEFAULT;
+SET timezone = 'Asia/Tokyo';
+SELECT k, at, at::date FROM items;
+SELECT k FROM items WHERE at::date = DATE '2024-03-02';
+RESET timezone;
+SET extra_float_digits = 0;
+SELECT k, ratio / 3 FROM items;
+RESET extra_float_digits;
+SET intervalstyle = 'postgres_verbose';
+SELECT k, at - TIMESTAMPTZ '2024-03-01 00:00:00+00' FROM items;
+SET intervalstyle TO DEFAULT;
+
+-- Writes in a transaction, rolled back (each statement runs twice on each
+-- side, once per protocol).
+BEGIN;
+UPDATE items SET qty = qty + 100 WHERE k = 5;
+UPDATE items SET name = upper(name) WHERE qty > 5;
+DELETE FROM events WHERE seq = 2;
+INSERT INTO events VALUES (5, 9, 1.5, 'new', 1) ON CONFLICT DO NOTHING;
+INSERT INTO events VALUES (40, 9, 2.5, 'new', 2), (41, 9, 3.5, 'new', 3) ON CONFLICT DO NOTHING;
+SELECT count(*) AS events FROM events;
+SELECT k, seq, note FROM events WHERE seq = 9;
+SELECT k, qty, name FROM items WHERE qty > 100 OR name <> lower(name);
+UPDATE items SET qty = 1 WHERE k = 5 RETURNING k, qty;
+UPDATE items SET small = 0 WHERE small IS NULL RETURNING k;
+DELETE FROM events WHERE k = 7 RETURNING *;
+INSERT INTO notes VALUES (100, 5, 'x') ON CONFLICT DO NOTHING;
+SELECT * FROM notes WHERE id = 100;
+UPDATE kinds SET label = 'ONE' WHERE code = 1;
+SELECT i.k, kd.label FROM items i JOIN kinds kd ON kd.code = i.kind WHERE kd.code = 1;
+SELECT count(*) FROM items i JOIN kinds kd ON kd.code = i.kind WHERE kd.label = 'ONE';
+ROLLBACK;
+SELECT count(*) FROM events WHERE seq = 9;
+SELECT k, qty FROM items WHERE k = 5;
+SELECT * FROM kinds WHERE code = 1;
