@@ -153,6 +153,12 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 				r.kind, r.setName, r.reset = kindSet, "all", true
 			}
 		}
+	case planner.Select:
+		if s := st.Setting; s != nil && !strings.HasPrefix(s.Name, "tessera.") {
+			// SELECT set_config('name', 'value', is_local): a SET whose
+			// answer is a row.
+			r.kind, r.setName, r.setValue, r.setLocal = kindSet, s.Name, s.Value, s.Local
+		}
 	case planner.Show:
 		if strings.HasPrefix(strings.ToLower(st.Name), "tessera.") {
 			// Answered by the router in the simple protocol; in the

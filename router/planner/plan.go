@@ -159,6 +159,9 @@ func (c *planCtx) planSelect(st *Statement, sel *pg_query.SelectStmt, f *facts) 
 		q.from = fromTables(sel.FromClause, nil)
 	}
 	c.planQuery(st, q, f)
+	if f.setConfig && st.Err == nil {
+		c.planSetConfig(st, sel)
+	}
 }
 
 func (c *planCtx) planCopy(st *Statement, cs *pg_query.CopyStmt, f *facts) {

@@ -57,6 +57,9 @@ type facts struct {
 	// calls are the function calls without OVER, which the catalog may
 	// show to be aggregates (checkCalls).
 	calls []*pg_query.FuncCall
+	// setConfig: a call of set_config, which changes a setting of the
+	// backend that runs it only (literalSetConfig).
+	setConfig bool
 }
 
 func collect(n *pg_query.Node) *facts {
@@ -186,6 +189,9 @@ func (f *facts) funcFacts(fc *pg_query.FuncCall) {
 		f.session |= Prepared | PreparedView // what pg_prepared_statements shows
 	case name == "set_config" && !(len(fc.Args) == 3 && isTrue(fc.Args[2])):
 		f.session |= SessionConfig
+		f.setConfig = true
+	case name == "set_config":
+		f.setConfig = true
 	}
 }
 
