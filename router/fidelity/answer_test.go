@@ -68,6 +68,23 @@ func ask(ctx context.Context, conn *pgx.Conn, sql string, mode pgx.QueryExecMode
 	return a
 }
 
+// probe asks the reference a question of the harness's own (a statement
+// rewritten to read its order): inside a transaction, under a savepoint,
+// so that its failure does not end the transaction the corpus runs.
+func probe(ctx context.Context, ref *pgx.Conn, sql string, mode pgx.QueryExecMode, args ...any) answer {
+	if ref.PgConn().TxStatus() == 'I' {
+		return ask(ctx, ref, sql, mode, args...)
+	}
+	if _, err := ref.Exec(ctx, "SAVEPOINT tessera_probe"); err != nil {
+		return answer{code: "client", msg: err.Error()}
+	}
+	a := ask(ctx, ref, sql, mode, args...)
+	if _, err := ref.Exec(ctx, "ROLLBACK TO SAVEPOINT tessera_probe"); err != nil {
+		return answer{code: "client", msg: err.Error()}
+	}
+	return a
+}
+
 // ordering is what a statement's top-level ORDER BY lets the harness
 // check. keys holds, for each row of the reference's answer, the values
 // of its sort keys: rows must come in runs of equal keys, each run the
@@ -155,7 +172,7 @@ func orderOf(ctx context.Context, ref *pgx.Conn, mode pgx.QueryExecMode, st stat
 		if err != nil {
 			return o
 		}
-		a := ask(ctx, ref, augmented, mode, st.args...)
+		a := probe(ctx, ref, augmented, mode, st.args...)
 		if a.code != "" || len(a.rows) != len(want.rows) {
 			return o
 		}
@@ -185,7 +202,7 @@ func unlimited(ctx context.Context, ref *pgx.Conn, mode pgx.QueryExecMode, st st
 	if err != nil {
 		return nil
 	}
-	a := ask(ctx, ref, all, mode, st.args...)
+	a := probe(ctx, ref, all, mode, st.args...)
 	if a.code != "" {
 		return nil
 	}

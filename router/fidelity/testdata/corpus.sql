@@ -531,3 +531,43 @@ ROLLBACK;
 SELECT count(*) FROM events WHERE seq = 9;
 SELECT k, qty FROM items WHERE k = 5;
 SELECT * FROM kinds WHERE code = 1;
+
+-- Settings made by function, and in a transaction.
+SELECT set_config('datestyle', 'SQL, DMY', false);
+SELECT k, day FROM items WHERE k < 10;
+SELECT k, day FROM items WHERE k = 40;
+SELECT set_config('datestyle', 'ISO, MDY', false);
+BEGIN;
+SET LOCAL datestyle = 'German';
+SELECT k, day AS german FROM items WHERE k < 10;
+SELECT set_config('timezone', 'America/New_York', true);
+SELECT k, at FROM items WHERE k < 10;
+COMMIT;
+SELECT k, day, at FROM items WHERE k < 10;
+
+-- Savepoints, cursors and SQL-level PREPARE.
+BEGIN;
+SAVEPOINT a;
+UPDATE items SET qty = -1 WHERE k < 10;
+SELECT k, qty FROM items WHERE qty = -1;
+ROLLBACK TO SAVEPOINT a;
+SELECT count(*) FROM items WHERE qty = -1;
+UPDATE items SET qty = -2 WHERE k = 40;
+SAVEPOINT b;
+SELECT 1 / 0 AS fails;
+ROLLBACK TO b;
+SELECT k, qty FROM items WHERE k = 40;
+RELEASE SAVEPOINT a;
+DECLARE c1 CURSOR FOR SELECT k, name FROM items WHERE k = 5;
+FETCH ALL FROM c1;
+CLOSE c1;
+DECLARE c2 CURSOR FOR SELECT k FROM items ORDER BY k;
+FETCH 3 FROM c2;
+ROLLBACK;
+SELECT k, qty AS after_rollback FROM items WHERE k = 40;
+PREPARE p1 AS SELECT * FROM items WHERE k = $1;
+EXECUTE p1(5);
+DEALLOCATE p1;
+PREPARE p2 AS SELECT * FROM kinds WHERE code = $1;
+EXECUTE p2(1);
+DEALLOCATE p2;
