@@ -571,3 +571,60 @@ DEALLOCATE p1;
 PREPARE p2 AS SELECT * FROM kinds WHERE code = $1;
 EXECUTE p2(1);
 DEALLOCATE p2;
+
+-- Settings seen by SHOW and current_setting after set_config and SET.
+SELECT set_config('extra_float_digits', '1', false);
+SHOW extra_float_digits;
+SELECT current_setting('extra_float_digits');
+SELECT k, ratio / 7 AS r7 FROM items;
+RESET ALL;
+SHOW datestyle;
+SELECT k, ratio / 7 AS r7_default FROM items;
+
+-- More shapes the merges and colocation must see through.
+SELECT k FROM (SELECT k FROM items) s ORDER BY k LIMIT 3;
+SELECT k FROM items WHERE k IN (SELECT k FROM events) ORDER BY k LIMIT 3;
+SELECT k FROM items WHERE EXISTS (SELECT 1 FROM events WHERE events.k = items.k ORDER BY seq LIMIT 1) ORDER BY k LIMIT 3;
+SELECT count(*) FILTER (WHERE k IN (SELECT k FROM events)) FROM items;
+SELECT count(*) FROM items WHERE k IN (SELECT k FROM events WHERE seq > 1);
+SELECT count(*) FROM items i WHERE i.k = ANY (SELECT e.k FROM events e);
+SELECT count(*) FROM items i WHERE (SELECT count(*) FROM events e WHERE e.k = i.k) > 1;
+SELECT k, t FROM items, LATERAL unnest(tags) t WHERE t = 't1';
+WITH kk AS (SELECT * FROM kinds) SELECT i.k, kk.label FROM items i JOIN kk ON kk.code = i.kind;
+WITH RECURSIVE r AS (SELECT k FROM items WHERE k = 1 UNION ALL SELECT i.k FROM items i JOIN r ON i.k = r.k + 1) SELECT * FROM r;
+SELECT k, seq FROM (SELECT k, seq, row_number() OVER (PARTITION BY k ORDER BY seq DESC) AS rn FROM events) x WHERE rn = 1;
+SELECT k, seq FROM (SELECT k, seq, row_number() OVER (PARTITION BY k ORDER BY seq DESC) AS rn FROM events WHERE k = 7) x WHERE rn = 1;
+SELECT k, count(*) FROM events WHERE k = 7 GROUP BY k;
+SELECT k FROM items ORDER BY k COLLATE "C" LIMIT 3;
+SELECT k FROM items ORDER BY k NULLS LAST LIMIT 3;
+SELECT k, small FROM items ORDER BY small USING > LIMIT 3;
+
+-- More writes in a transaction, rolled back.
+BEGIN;
+UPDATE items SET name = kinds.label FROM kinds WHERE kinds.code = items.kind;
+SELECT k, name FROM items WHERE name IN ('one', 'two');
+DELETE FROM items USING events WHERE events.k = items.k AND events.seq = 3;
+SELECT count(*) AS left_after_delete FROM items;
+INSERT INTO items (k, name) VALUES (100, 'x') ON CONFLICT (k) DO UPDATE SET name = excluded.name RETURNING k, name;
+INSERT INTO items (k, name) VALUES (100, 'y') ON CONFLICT (k) DO UPDATE SET name = excluded.name RETURNING k, name;
+INSERT INTO events VALUES (40, 10, 1, 'a', 1), (41, 10, 2, 'b', 2), (42, 10, 3, 'c', 3) RETURNING k, seq;
+UPDATE events SET amount = amount * 2 WHERE seq = 10 RETURNING k, amount;
+SELECT k, seq, amount FROM events WHERE seq = 10;
+DELETE FROM events WHERE seq = 10 AND k IN (40, 41);
+SELECT count(*) AS tens FROM events WHERE seq = 10;
+ROLLBACK;
+SELECT count(*) AS items_after_rollback FROM items;
+BEGIN;
+UPDATE items SET k = k + 1000 WHERE k = 5;
+ROLLBACK;
+BEGIN;
+INSERT INTO notes SELECT 200 + k, k, name FROM items WHERE k < 3;
+ROLLBACK;
+BEGIN;
+INSERT INTO items SELECT k + 1000 FROM items WHERE k < 3;
+ROLLBACK;
+BEGIN;
+UPDATE items SET qty = 0 WHERE k IN (SELECT k FROM events WHERE seq = 3);
+SELECT count(*) AS zeroed FROM items WHERE qty = 0;
+UPDATE items SET qty = 1 WHERE name IN (SELECT note FROM events);
+ROLLBACK;
