@@ -21,7 +21,8 @@ import (
 // TestDifferential loads one schema and data set into a plain Postgres
 // database and, through the router, into a cluster where items and events
 // are sharded by k over four shards (shard-3's key range holds none of the
-// keys: an empty shard), kinds is a reference table and notes is unsharded.
+// keys: an empty shard), kinds is a reference table, notes is unsharded,
+// and six more tables are sharded by keys of other types.
 // Every statement of testdata/corpus.sql runs on both, through the simple
 // and the extended protocol; the router must answer exactly as the plain
 // database (columns, type OIDs, typmods, command tag, SQLSTATE, rows) or
@@ -240,12 +241,14 @@ func mustExec(t *testing.T, conn *pgx.Conn, sqls ...string) {
 func checkSpread(t *testing.T, ctx context.Context, shard func(string) *pgx.Conn) {
 	t.Helper()
 	for _, s := range []string{"shard-0", "shard-1", "shard-2", "shard-3"} {
-		var items, events int
-		if err := shard(s).QueryRow(ctx, "SELECT (SELECT count(*) FROM items), (SELECT count(*) FROM events)").Scan(&items, &events); err != nil {
+		var items, others int
+		if err := shard(s).QueryRow(ctx, `SELECT (SELECT count(*) FROM items), (SELECT count(*) FROM events) + (SELECT count(*) FROM accounts)
+			+ (SELECT count(*) FROM pads) + (SELECT count(*) FROM devices) + (SELECT count(*) FROM ledger)
+			+ (SELECT count(*) FROM moments) + (SELECT count(*) FROM days)`).Scan(&items, &others); err != nil {
 			t.Fatal(err)
 		}
-		if (s == "shard-3") != (items == 0 && events == 0) {
-			t.Fatalf("%s holds %d items and %d events: the test means shard-3 empty and the others not", s, items, events)
+		if s == "shard-3" && items+others > 0 || s != "shard-3" && items == 0 {
+			t.Fatalf("%s holds %d items and %d other sharded rows: the test means shard-3 empty and the others not", s, items, others)
 		}
 	}
 }
@@ -259,6 +262,13 @@ func schema() []string {
 		`CREATE TABLE events (k bigint NOT NULL, seq int NOT NULL, amount numeric, note text, kind int, PRIMARY KEY (k, seq))`,
 		`CREATE TABLE kinds (code int PRIMARY KEY, label text)`,
 		`CREATE TABLE notes (id int PRIMARY KEY, k bigint, body text)`,
+		// Tables sharded by keys of other types, each by its own index.
+		`CREATE TABLE accounts (code text PRIMARY KEY, owner bigint, note varchar(10))`,
+		`CREATE TABLE pads (tag char(6) PRIMARY KEY, v int)`,
+		`CREATE TABLE devices (id uuid PRIMARY KEY, v int)`,
+		`CREATE TABLE ledger (n numeric PRIMARY KEY, v int)`,
+		`CREATE TABLE moments (at timestamptz PRIMARY KEY, v int)`,
+		`CREATE TABLE days (day date PRIMARY KEY, v int)`,
 		// A user's aggregate, which the parser cannot tell from a plain
 		// function.
 		`CREATE AGGREGATE int_total (int) (sfunc = int4pl, stype = int, initcond = '0')`,
@@ -300,6 +310,17 @@ func data() []string {
 			out = append(out, fmt.Sprintf("INSERT INTO events VALUES (%d, %d, %s, %s, %d)",
 				k, seq, null((k+seq)%6 == 0, fmt.Sprintf("%d.5", (k*seq)%13)), names[(k+seq)%len(names)], (k+seq)%5))
 		}
+	}
+	// Shard keys must be literals: times and dates written out.
+	march := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i := 1; i <= 24; i++ {
+		out = append(out,
+			fmt.Sprintf("INSERT INTO accounts VALUES ('acct-%d', %d, %s)", i, i%5, null(i%4 == 0, fmt.Sprintf("'n%d'", i%3))),
+			fmt.Sprintf("INSERT INTO pads VALUES ('t%d', %d)", i, i),
+			fmt.Sprintf("INSERT INTO devices VALUES ('%08x-1111-4222-8333-%012x', %d)", i*77777, i, i),
+			fmt.Sprintf("INSERT INTO ledger VALUES (%d.%d, %d)", i, i%4*25, i),
+			fmt.Sprintf("INSERT INTO moments VALUES ('%s', %d)", march.Add(time.Duration(i*7)*time.Hour+30*time.Minute).Format("2006-01-02 15:04:05-07"), i),
+			fmt.Sprintf("INSERT INTO days VALUES ('%s', %d)", march.AddDate(0, -2, i*11).Format("2006-01-02"), i))
 	}
 	out = append(out, "INSERT INTO kinds VALUES (0, 'zero'), (1, 'one'), (2, 'two'), (9, 'nine'), (10, NULL)")
 	for id := 1; id <= 10; id++ {

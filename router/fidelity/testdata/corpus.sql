@@ -628,3 +628,83 @@ UPDATE items SET qty = 0 WHERE k IN (SELECT k FROM events WHERE seq = 3);
 SELECT count(*) AS zeroed FROM items WHERE qty = 0;
 UPDATE items SET qty = 1 WHERE name IN (SELECT note FROM events);
 ROLLBACK;
+
+-- Keys of other types: text, bpchar, uuid, numeric, timestamptz, date.
+SELECT * FROM accounts WHERE code = 'acct-7';
+SELECT * FROM accounts WHERE code = 'acct-7'::varchar;
+SELECT * FROM accounts WHERE code = 'acct-7'::varchar(3);
+SELECT * FROM accounts WHERE code = 'acct-7'::bpchar;
+SELECT * FROM accounts WHERE code = 'acct-7 ';
+SELECT * FROM accounts WHERE code = 'ACCT-7';
+SELECT * FROM accounts WHERE code = E'acct-\x37';
+SELECT * FROM accounts WHERE code = $$acct-7$$;
+SELECT * FROM accounts WHERE code = U&'acct-\0037';
+SELECT * FROM accounts WHERE code = 'acct-' || '7';
+SELECT * FROM accounts WHERE code IN ('acct-7', 'acct-8', 'nope');
+SELECT * FROM accounts WHERE code = 'acct-7' COLLATE "C";
+SELECT * FROM accounts WHERE code LIKE 'acct-1%';
+SELECT * FROM accounts WHERE code = $1; -- args: ["acct-9"]
+SELECT count(*) FROM accounts;
+SELECT code FROM accounts ORDER BY code LIMIT 3;
+SELECT * FROM pads WHERE tag = 't7';
+SELECT * FROM pads WHERE tag = 't7    ';
+SELECT * FROM pads WHERE tag = 't7 '::bpchar;
+SELECT * FROM pads WHERE tag = 't7 '::text;
+SELECT * FROM pads WHERE tag = 't7'::char(6);
+SELECT * FROM pads WHERE tag IN ('t7', 't8  ');
+SELECT * FROM pads WHERE tag = $1; -- args: ["t7  "]
+SELECT tag, length(tag), octet_length(tag) FROM pads WHERE v < 4;
+SELECT * FROM devices WHERE id = '00012fd1-1111-4222-8333-000000000001';
+SELECT * FROM devices WHERE id = '00012FD1-1111-4222-8333-000000000001';
+SELECT * FROM devices WHERE id = '{00012fd1-1111-4222-8333-000000000001}';
+SELECT * FROM devices WHERE id = '00012fd111114222833300000000000 1';
+SELECT * FROM devices WHERE id = '00012fd1111142228333000000000001';
+SELECT * FROM devices WHERE id = '0001-2fd1-1111-4222-8333-0000-0000-0001';
+SELECT * FROM devices WHERE id = 'not-a-uuid';
+SELECT * FROM devices WHERE id = $1; -- args: ["00025fa2-1111-4222-8333-000000000002"]
+SELECT * FROM devices WHERE id = $1::uuid; -- args: ["{00025FA2-1111-4222-8333-000000000002}"]
+SELECT * FROM ledger WHERE n = 5.25;
+SELECT * FROM ledger WHERE n = 5.250;
+SELECT * FROM ledger WHERE n = '5.25';
+SELECT * FROM ledger WHERE n = '  5.25  ';
+SELECT * FROM ledger WHERE n = 525e-2;
+SELECT * FROM ledger WHERE n = 0.525e1;
+SELECT * FROM ledger WHERE n = 8;
+SELECT * FROM ledger WHERE n = 8.0;
+SELECT * FROM ledger WHERE n = '8.00';
+SELECT * FROM ledger WHERE n = 8::int;
+SELECT * FROM ledger WHERE n = 8.0::float8;
+SELECT * FROM ledger WHERE n = -0.0;
+SELECT * FROM ledger WHERE n = 'NaN';
+SELECT * FROM ledger WHERE n = $1; -- args: ["6.50"]
+SELECT * FROM ledger WHERE n = $1; -- args: [12]
+SELECT * FROM ledger WHERE n IN (1.25, 2.5, 3.75);
+SELECT * FROM moments WHERE at = '2024-03-01 07:30:00+00';
+SELECT * FROM moments WHERE at = '2024-03-01 16:30:00+09';
+SELECT * FROM moments WHERE at = '2024-03-01 07:30:00';
+SELECT * FROM moments WHERE at = '2024-03-01T07:30:00Z';
+SELECT * FROM moments WHERE at = 'March 1, 2024 07:30 UTC';
+SELECT * FROM moments WHERE at = TIMESTAMPTZ '2024-03-01 07:30:00+00';
+SELECT * FROM moments WHERE at = TIMESTAMP '2024-03-01 07:30:00';
+SELECT * FROM moments WHERE at = '2024-03-01 07:30:00'::timestamp;
+SELECT * FROM moments WHERE at = $1; -- args: ["2024-03-01 14:30:00+00"]
+SET timezone = 'Asia/Tokyo';
+SELECT * FROM moments WHERE at = '2024-03-01 16:30:00';
+SELECT v FROM moments WHERE at = '2024-03-01 16:30:00+09';
+SELECT * FROM moments WHERE at = $1; -- args: ["2024-03-01 23:30:00"]
+SELECT * FROM moments WHERE at = '2024-03-01 07:30:00 UTC';
+RESET timezone;
+SELECT * FROM days WHERE day = '2024-01-12';
+SELECT * FROM days WHERE day = DATE '2024-01-12';
+SELECT * FROM days WHERE day = 'January 12, 2024';
+SELECT * FROM days WHERE day = '20240112';
+SELECT * FROM days WHERE day = '2024-01-12'::timestamp;
+SELECT * FROM days WHERE day = $1; -- args: ["2024-01-23"]
+SET datestyle = 'SQL, DMY';
+SELECT * FROM days WHERE day = '12/01/2024';
+SELECT * FROM days WHERE day = '01/02/2024';
+SELECT * FROM days WHERE day = $1; -- args: ["23/01/2024"]
+SET datestyle = 'ISO, MDY';
+SELECT * FROM days WHERE day = '01/12/2024';
+SELECT * FROM days WHERE day = '02/01/2024';
+RESET datestyle;
