@@ -23,33 +23,78 @@ type answer struct {
 	msg    string
 }
 
+// askMany sends a query string of several statements in one Query
+// message and records every result: each row and column description
+// carries its statement's number, the tags are joined, and the error is
+// the first one, which ends the string.
+func askMany(ctx context.Context, conn *pgx.Conn, sql string) answer {
+	var a answer
+	results, err := conn.PgConn().Exec(ctx, sql).ReadAll()
+	var tags []string
+	for i, r := range results {
+		for _, f := range r.FieldDescriptions {
+			a.fields = append(a.fields, fmt.Sprintf("%d.%s:%s:%d", i, f.Name, typeOID(f.DataTypeOID), f.TypeModifier))
+		}
+		for _, raw := range r.Rows {
+			row := []string{fmt.Sprint(i)}
+			for _, v := range raw {
+				row = append(row, value(v))
+			}
+			a.rows = append(a.rows, row)
+		}
+		tags = append(tags, r.CommandTag.String())
+		if r.Err != nil && err == nil {
+			err = r.Err
+		}
+	}
+	a.tag = strings.Join(tags, "; ")
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			a.code, a.msg = pe.Code, pe.Message
+		} else {
+			a.code, a.msg = "client", err.Error()
+		}
+	}
+	return a
+}
+
+func typeOID(oid uint32) string {
+	if oid >= firstNormalObjectID {
+		// A type made in the database (a table's row type): its OID is
+		// the database's own, never the reference's.
+		return "user"
+	}
+	return fmt.Sprint(oid)
+}
+
+func value(v []byte) string {
+	if v == nil {
+		return "NULL"
+	}
+	return fmt.Sprintf("%q", v)
+}
+
 // firstNormalObjectID is where the OIDs of objects made after initdb
 // start (FirstNormalObjectId).
 const firstNormalObjectID = 16384
 
 // ask runs sql on conn in mode and records its answer.
 func ask(ctx context.Context, conn *pgx.Conn, sql string, mode pgx.QueryExecMode, args ...any) answer {
+	if mode == pgx.QueryExecModeSimpleProtocol && len(args) == 0 && strings.Contains(sql, ";") {
+		return askMany(ctx, conn, sql)
+	}
 	var a answer
 	rows, err := conn.Query(ctx, sql, append([]any{mode}, args...)...)
 	if err == nil {
 		for _, f := range rows.FieldDescriptions() {
-			oid := fmt.Sprint(f.DataTypeOID)
-			if f.DataTypeOID >= firstNormalObjectID {
-				// A type made in the database (a table's row type): its
-				// OID is the database's own, never the reference's.
-				oid = "user"
-			}
-			a.fields = append(a.fields, fmt.Sprintf("%s:%s:%d", f.Name, oid, f.TypeModifier))
+			a.fields = append(a.fields, fmt.Sprintf("%s:%s:%d", f.Name, typeOID(f.DataTypeOID), f.TypeModifier))
 		}
 		for rows.Next() {
 			raw := rows.RawValues()
 			row := make([]string, len(raw))
 			for i, v := range raw {
-				if v == nil {
-					row[i] = "NULL"
-				} else {
-					row[i] = fmt.Sprintf("%q", v)
-				}
+				row[i] = value(v)
 			}
 			a.rows = append(a.rows, row)
 		}

@@ -736,3 +736,19 @@ SELECT * FROM days WHERE day = '2024-01-12+09';
 SELECT * FROM days WHERE day = ' 2024-01-12 ';
 SELECT * FROM days WHERE day = '02024-01-12';
 SELECT * FROM days WHERE day = 'epoch';
+
+-- Query strings of several statements (one Query message in the simple
+-- protocol; the extended protocol refuses them, 42601, on both sides).
+SELECT 1; SELECT 2;
+SELECT k FROM items WHERE k = 5; SELECT k FROM items WHERE k = 40;
+SELECT count(*) FROM items; SELECT count(*) FROM events;
+SELECT k FROM items WHERE k = 5; SELECT 1 / 0; SELECT k FROM items WHERE k = 40;
+SELECT 1; SELECT sum(qty) FROM items;
+SET datestyle = 'German'; SELECT k, day FROM items WHERE k < 4; RESET datestyle;
+BEGIN; UPDATE items SET qty = 0 WHERE k = 5; SELECT qty FROM items WHERE k = 5; ROLLBACK;
+UPDATE items SET qty = 999 WHERE k = 40; SELECT 1 / 0;
+SELECT k, qty FROM items WHERE qty = 999;
+UPDATE items SET qty = 998 WHERE k = 5; UPDATE items SET qty = 998 WHERE k = 40; SELECT 1 / 0;
+SELECT k, qty FROM items WHERE qty = 998;
+UPDATE events SET note = 'x' WHERE k = 7; SELECT k FROM items WHERE k = 40 FOR UPDATE; SELECT 1 / 0;
+SELECT k, note FROM events WHERE note = 'x';
