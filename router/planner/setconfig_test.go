@@ -40,3 +40,24 @@ func TestSetConfig(t *testing.T) {
 		t.Errorf("cached set_config: %+v", st.Setting)
 	}
 }
+
+// Sequences live on the authoritative shard: a statement that would call
+// nextval on another shard's copy (duplicating values the authoritative
+// one gives) is refused.
+func TestSequenceCalls(t *testing.T) {
+	top := testTop(t)
+	for _, c := range []struct{ sql, want string }{
+		{"SELECT nextval('s')", "select authoritative shard-0"},
+		{"SELECT currval('s'), lastval()", "select authoritative shard-0"},
+		{"SELECT nextval('s') FROM customers", "select error 0A000"},
+		{"SELECT nextval('s') FROM customers WHERE customer_id = 1", "select error 0A000"},
+		{"INSERT INTO customers (customer_id, name) VALUES (nextval('s'), 'x')", "insert error 0A000"},
+		{"INSERT INTO customers (customer_id, name) VALUES (1, nextval('s')::text)", "insert error 0A000"},
+		{"UPDATE customers SET name = setval('s', 5)::text WHERE customer_id = 1", "update error 0A000"},
+		{"SELECT app.nextval('s') FROM customers WHERE customer_id = 1", "select shard customer-shard-2"},
+	} {
+		if got := summary(planOne(t, New(0), top, store(c.sql)), nil); got != c.want {
+			t.Errorf("%s: %s, want %s", c.sql, got, c.want)
+		}
+	}
+}

@@ -60,6 +60,10 @@ type facts struct {
 	// setConfig: a call of set_config, which changes a setting of the
 	// backend that runs it only (literalSetConfig).
 	setConfig bool
+	// sequenceCall: nextval, currval, setval or lastval, whose sequences
+	// live on the authoritative shard (every shard has a copy that DDL
+	// made, which no other shard's values know of).
+	sequenceCall bool
 }
 
 func collect(n *pg_query.Node) *facts {
@@ -175,6 +179,9 @@ func (f *facts) funcFacts(fc *pg_query.FuncCall) {
 	if fc.Over == nil {
 		f.calls = append(f.calls, fc)
 	}
+	if sequenceFuncs[name] && builtinCall(fc) {
+		f.sequenceCall = true
+	}
 	switch {
 	case fc.Over != nil:
 		f.cross("window functions")
@@ -270,6 +277,9 @@ var sideEffectFree = setOf(
 	"num_nulls", "num_nonnulls", "pg_column_size", "row_number", "rank", "dense_rank", "percent_rank",
 	"cume_dist", "ntile", "lag", "lead", "first_value", "last_value", "nth_value",
 )
+
+// sequenceFuncs read or advance a sequence.
+var sequenceFuncs = setOf("nextval", "currval", "setval", "lastval")
 
 // sessionLocks take or release session-level advisory locks, which outlive
 // the transaction (the _xact_ variants do not).
