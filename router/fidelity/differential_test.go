@@ -269,6 +269,9 @@ func schema() []string {
 		`CREATE TABLE ledger (n numeric PRIMARY KEY, v int)`,
 		`CREATE TABLE moments (at timestamptz PRIMARY KEY, v int)`,
 		`CREATE TABLE days (day date PRIMARY KEY, v int)`,
+		// Sequences, which live on the authoritative shard.
+		`CREATE SEQUENCE seq_one`,
+		`CREATE SEQUENCE seq_many`,
 		// A user's aggregate, which the parser cannot tell from a plain
 		// function.
 		`CREATE AGGREGATE int_total (int) (sfunc = int4pl, stype = int, initcond = '0')`,

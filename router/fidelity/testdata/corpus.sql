@@ -759,3 +759,13 @@ SELECT * FROM scratch;
 SELECT k FROM items WHERE k = 500;
 UPDATE items SET qty = qty WHERE k = 5; SELECT count(*) AS n FROM items WHERE k IN (5, 40);
 SELECT k FROM items WHERE k = 5; SELECT k FROM items WHERE k = 40 FOR UPDATE; SELECT count(*) AS after_lock FROM kinds;
+
+-- Sequences live on the authoritative shard.
+SELECT nextval('seq_one');
+SELECT currval('seq_one'), lastval();
+SELECT nextval('seq_one') AS from_notes FROM notes WHERE id = 1;
+SELECT nextval('seq_many') FROM items;
+SELECT k, nextval('seq_many') FROM items WHERE k = 40;
+SELECT count(*) FROM items WHERE qty < nextval('seq_many');
+SELECT setval('seq_one', 100);
+SELECT nextval('seq_one') AS after_setval;
