@@ -43,6 +43,7 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 	// a shard refused it after others ran it.
 	if r.ddl {
 		c.srv.schemaChanged()
+		c.tx.ddl = c.tx.active
 	}
 	if r.roles {
 		c.srv.roles.invalidate()
@@ -267,7 +268,7 @@ func (c *clientConn) adoptStatus(shard string, st pb.TxStatus) {
 		}
 	case pb.TxStatus_IDLE:
 		if c.tx.active && len(c.tx.shards) == 1 && c.tx.shards[0] == shard {
-			c.tx = txState{}
+			c.forgetTx()
 		}
 	}
 }

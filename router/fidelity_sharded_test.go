@@ -238,3 +238,83 @@ func TestJoinsAcrossShards(t *testing.T) {
 		t.Errorf("%d rows changed, %v", changed, err)
 	}
 }
+
+// A user-defined aggregate called by name alone looks like a plain
+// function to the parser: the router asks the catalog, and refuses it
+// across shards rather than answer one row per shard. FILTER, OVER,
+// WITHIN GROUP and GROUPING SETS are each checked against one Postgres.
+func TestUserDefinedAggregatesAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	fidelityRows(t, conn)
+	ref := referenceDatabase(t)
+	const create = "CREATE AGGREGATE h4_sum (int) (sfunc = int4pl, stype = int, initcond = '0')"
+	conn.Exec(ctx, "DROP AGGREGATE IF EXISTS h4_sum (int)")
+	mustExec(t, conn, create)
+	t.Cleanup(func() { conn.Exec(ctx, "DROP AGGREGATE IF EXISTS h4_sum (int)") })
+	mustExec(t, ref, create)
+	const mine = " FROM orders WHERE order_id BETWEEN 330000 AND 330099"
+	checkFidelity(t, conn, ref, []fidelityCase{
+		{"SELECT h4_sum(qty)" + mine, true},
+		{"SELECT public.h4_sum(qty)" + mine, true},
+		{"SELECT h4_sum(qty) + 1" + mine, true},
+		{"SELECT h4_sum(qty) FILTER (WHERE qty > 1)" + mine, true},
+		{"SELECT h4_sum(qty) OVER ()" + mine, true},
+		{"SELECT count(*)" + mine + " AND qty < (SELECT h4_sum(qty)" + mine + ")", true},
+		{"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY qty)" + mine, true},
+		{"SELECT mode() WITHIN GROUP (ORDER BY qty)" + mine, true},
+		{"SELECT qty, count(*)" + mine + " GROUP BY ROLLUP (qty)", true},
+		{"SELECT qty, count(*)" + mine + " GROUP BY CUBE (qty)", true},
+		{"SELECT qty, count(*)" + mine + " GROUP BY GROUPING SETS ((qty), ())", true},
+		{"SELECT sum(qty) FILTER (WHERE qty > 1)" + mine, true},
+		// Counts, filtered or not, are summed exactly.
+		{"SELECT count(*) FILTER (WHERE qty > 1), count(note)" + mine, false},
+		// On one shard, Postgres computes anything.
+		{"SELECT h4_sum(qty), percentile_cont(0.5) WITHIN GROUP (ORDER BY qty) FROM orders WHERE customer_id = 330007", false},
+	})
+
+	// DDL earlier in the query string, or in the open transaction, is
+	// not in the catalog snapshot yet: the call is refused all the same.
+	mustExec(t, conn, "DROP AGGREGATE h4_sum (int)")
+	_, err := conn.Exec(ctx, create+"; SELECT h4_sum(qty)"+mine, pgx.QueryExecModeSimpleProtocol)
+	if sqlstate(err) != "0A000" {
+		t.Errorf("CREATE AGGREGATE and its call in one string: %v, want 0A000", err)
+	}
+	mustExec(t, conn, "DROP AGGREGATE IF EXISTS h4_sum (int)")
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, "SELECT h4_sum(qty)"+mine)
+	if sqlstate(err) != "0A000" {
+		t.Errorf("in the transaction that created it: %v, want 0A000", err)
+	}
+	tx.Rollback(ctx)
+	// Once the transaction commits, the snapshot is taken again.
+	tx, err = conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT count(*)"+mine); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	// Another session plans the call while the aggregate is not
+	// committed: the catalog has no h4_sum yet, and Postgres says so.
+	other := connect(t, "store")
+	if _, err := other.Exec(ctx, "SELECT h4_sum(qty)"+mine); sqlstate(err) != "42883" {
+		t.Errorf("before the aggregate is committed: %v, want 42883", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, "SELECT h4_sum(qty)"+mine)
+	if sqlstate(err) != "0A000" {
+		t.Errorf("after the transaction that created it committed: %v, want 0A000", err)
+	}
+}

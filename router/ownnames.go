@@ -25,9 +25,13 @@ func (p *prepared) ownOn(shard string) bool {
 
 // shardName is the name p goes by in a batch for target r: in a session
 // pinned to its backends, the client's own on a single shard (prepared
-// there first if needed), else its content name (proto).
+// there first if needed), else its content name (proto). Transaction
+// control (and SET in a transaction) runs where it is placed when it
+// runs, on every shard of the transaction (runSegment), not only on
+// r.shards: it goes by its content name, which the sidecar prepares
+// where missing.
 func (c *clientConn) shardName(p *prepared, r *routed, proto *pb.PreparedStatement) (string, bool) {
-	if !c.sessionPinned || p.name == "" || r == nil || r.mode != routeOne || len(r.shards) != 1 {
+	if !c.sessionPinned || p.name == "" || r == nil || r.txControl || r.mode != routeOne || len(r.shards) != 1 {
 		return proto.Name, false
 	}
 	shard := r.shards[0]

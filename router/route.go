@@ -24,6 +24,8 @@ func (c *clientConn) plan(sql string, oids []uint32) ([]*plannedStmt, int64, err
 		Database:   c.database,
 		SearchPath: c.searchPath(snap.Revision),
 		ParamOIDs:  oids,
+		// A snapshot of the catalog cannot see the transaction's DDL.
+		UncommittedDDL: c.tx.ddl,
 	})
 	return stmts, snap.Revision, err
 }
@@ -152,6 +154,12 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 			case planner.ResetAll:
 				r.kind, r.setName, r.reset = kindSet, "all", true
 			}
+		}
+	case planner.Select:
+		if s := st.Setting; s != nil && !strings.HasPrefix(s.Name, "tessera.") {
+			// SELECT set_config('name', 'value', is_local): a SET whose
+			// answer is a row.
+			r.kind, r.setName, r.setValue, r.setLocal = kindSet, s.Name, s.Value, s.Local
 		}
 	case planner.Show:
 		if strings.HasPrefix(strings.ToLower(st.Name), "tessera.") {

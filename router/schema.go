@@ -6,22 +6,58 @@ import (
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/pgwire"
+	"github.com/tesseradb/tessera/router/planner"
 	"github.com/tesseradb/tessera/topo/shardfunc"
 )
 
 // schemaCache answers the planner's catalog questions (the types of
-// shard-key columns) from the authoritative shard, which has every
-// table's definition because DDL runs everywhere. DDL through the router
-// clears it.
+// shard-key columns, the columns of a table, which functions are
+// aggregates) from the authoritative shard, which has every table's and
+// function's definition because DDL runs everywhere. DDL through the
+// router clears it, and so does the end of a transaction that ran DDL.
 type schemaCache struct {
-	srv     *Server
-	mu      sync.RWMutex
-	types   map[string]shardfunc.ColumnType
-	columns map[string][]string // by db, schema, table
+	srv      *Server
+	mu       sync.RWMutex
+	types    map[string]shardfunc.ColumnType
+	columns  map[string][]string          // by db, schema, table
+	routines map[string]*planner.Routines // by db
+	// generation counts clears, so that a snapshot read while DDL ran
+	// is not kept after it.
+	generation uint64
 }
 
 func newSchemaCache(srv *Server) *schemaCache {
-	return &schemaCache{srv: srv, types: map[string]shardfunc.ColumnType{}, columns: map[string][]string{}}
+	return &schemaCache{srv: srv, types: map[string]shardfunc.ColumnType{}, columns: map[string][]string{},
+		routines: map[string]*planner.Routines{}}
+}
+
+// Routines returns the database's aggregate and window functions, for
+// the planner to tell my_sum(x) from a plain function.
+func (sc *schemaCache) Routines(db string) (*planner.Routines, error) {
+	sc.mu.RLock()
+	r, ok := sc.routines[db]
+	generation := sc.generation
+	sc.mu.RUnlock()
+	if ok {
+		return r, nil
+	}
+	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT n.nspname, p.proname
+		FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+		WHERE p.prokind IN ('a', 'w')`)
+	if err != nil {
+		return nil, err
+	}
+	pairs := make([][2]string, len(rows))
+	for i, row := range rows {
+		pairs[i] = [2]string{row[0], row[1]}
+	}
+	r = planner.NewRoutines(pairs)
+	sc.mu.Lock()
+	if sc.generation == generation {
+		sc.routines[db] = r
+	}
+	sc.mu.Unlock()
+	return r, nil
 }
 
 // ColumnNames returns a table's columns in order, for an INSERT without
@@ -87,6 +123,8 @@ func (sc *schemaCache) clear() {
 	sc.mu.Lock()
 	sc.types = map[string]shardfunc.ColumnType{}
 	sc.columns = map[string][]string{}
+	sc.routines = map[string]*planner.Routines{}
+	sc.generation++
 	sc.mu.Unlock()
 }
 

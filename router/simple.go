@@ -108,17 +108,30 @@ func (c *clientConn) runQuery(ctx context.Context, msg []byte, sql string, stmts
 			}
 		}
 	} else {
+		// Postgres runs a string's statements in one implicit
+		// transaction: a failure undoes those before it. Outside a
+		// transaction the router opens one for the string (its BEGIN
+		// and COMMIT are not the client's to see), unless the string
+		// controls transactions itself.
+		implicit := !c.tx.active && implicitTx(stmts)
+		if implicit {
+			saved := c.settings
+			c.tx = txState{active: true, begin: "BEGIN", settings: &saved, replica: c.settings.replica()}
+		}
+		failed := false
 		for _, st := range stmts {
 			if st.Kind == planner.Copy {
 				c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.FeatureNotSupported, "COPY in a query string whose statements run on different shards is not supported; send it alone"))
 				c.failTx()
+				failed = true
 				break
 			}
 			r := c.route(st, nil)
 			// Postgres stops at the string's first error: so must the
 			// router, which needs to see it.
 			r.scan = true
-			failed, err := c.statement(ctx, &r, queryMessage(r.sql))
+			var err error
+			failed, err = c.statement(ctx, &r, queryMessage(r.sql))
 			if err != nil {
 				return err
 			}
@@ -126,11 +139,36 @@ func (c *clientConn) runQuery(ctx context.Context, msg []byte, sql string, stmts
 				break
 			}
 		}
+		if implicit && c.tx.active {
+			mark := len(c.out)
+			sql := "COMMIT"
+			if failed || c.tx.failed {
+				sql = "ROLLBACK"
+			}
+			err := c.endTx(ctx, sql, sql == "COMMIT")
+			c.out = c.out[:mark]
+			if err != nil {
+				c.out = appendError(c.out, "ERROR", err)
+			}
+		}
 	}
 	if c.copyIn == nil {
 		c.out = appendReady(c.out, c.status())
 	}
 	return nil
+}
+
+// implicitTx reports whether the router should run a string of
+// statements for several shards in a transaction of its own: not when a
+// statement controls transactions (Postgres's own rules for those in a
+// string then apply on each shard) or cannot run in a transaction block.
+func implicitTx(stmts []*plannedStmt) bool {
+	for _, st := range stmts {
+		if st.Kind == planner.Transaction || st.NoTransaction {
+			return false
+		}
+	}
+	return true
 }
 
 // statement runs one routed statement of a simple query: the router

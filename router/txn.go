@@ -30,6 +30,18 @@ type txState struct {
 	scoped   []string
 	replica  bool // the transaction runs on replicas (tessera.target)
 	settings *sessionSettings
+	// ddl: the transaction ran DDL, which the schema cache (read outside
+	// it) cannot see until it commits: plans are made without trusting
+	// it, and its end clears it again.
+	ddl bool
+}
+
+// forgetTx drops the transaction's state once it has ended on its shards.
+func (c *clientConn) forgetTx() {
+	if c.tx.ddl {
+		c.srv.schemaChanged()
+	}
+	c.tx = txState{}
 }
 
 func (t *txState) has(shard string) bool {
@@ -163,7 +175,7 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 		c.out = appendCommandComplete(c.out, tag)
 		return nil
 	}
-	c.tx = txState{}
+	c.forgetTx()
 	if !commit && restore != nil {
 		// Settings changed in a rolled-back transaction revert.
 		c.settings.list = restore.list

@@ -26,7 +26,9 @@
 //     without a usable key predicate. A SELECT that needs the rows of
 //     several shards combined (ORDER BY and LIMIT beyond what Merge can
 //     do: a top-level LIMIT, alone or after ORDER BY integer output
-//     columns; OFFSET; aggregates other than a list of counts, which
+//     columns; OFFSET; aggregates other than a list of counts (the
+//     catalog tells user-defined aggregates from plain functions,
+//     Routines), which
 //     Merge sums; GROUP BY, HAVING, DISTINCT, window functions,
 //     UNION/INTERSECT/EXCEPT, anywhere in the statement, each clause
 //     counted whatever comes with it) is refused with SQLSTATE 0A000 when

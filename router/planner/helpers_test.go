@@ -69,12 +69,30 @@ func (s fakeSchema) ColumnNames(db, schema, table string) ([]string, error) {
 	return nil, &pgerr.Error{Code: "42P01", Message: "relation " + table + " does not exist"}
 }
 
+// Routines is a catalog snapshot with a few of pg_catalog's aggregates
+// and the users' own: store.public.my_sum, store.app.total and an
+// aggregate app.count that shadows count on a path naming app.
+func (s fakeSchema) Routines(db string) (*Routines, error) {
+	if db != "store" {
+		return NewRoutines(nil), nil
+	}
+	return testRoutines, nil
+}
+
+var testRoutines = NewRoutines([][2]string{
+	{"pg_catalog", "count"}, {"pg_catalog", "sum"}, {"pg_catalog", "max"}, {"pg_catalog", "percentile_cont"},
+	{"pg_catalog", "row_number"}, {"pg_catalog", "regr_fancy"},
+	{"public", "my_sum"}, {"app", "total"}, {"app", "count"},
+})
+
 var testColumns = map[string][]string{
 	"store.public.customers": {"customer_id", "name"},
 }
 
 var testSchema = fakeSchema{
 	"store.public.customers.customer_id":      shardfunc.Int8,
+	"store.public.customers.age":              shardfunc.Int4, // not a key: ORDER BY merges ask for it
+	"store.public.visits.day":                 shardfunc.Date,
 	"store.public.orders.customer_id":         shardfunc.Int4,
 	"store.app.accounts.customer_id":          shardfunc.Int8,
 	"extenddb.public.items.pk":                shardfunc.Text,

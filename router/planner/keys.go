@@ -60,6 +60,7 @@ func (c *planCtx) keyOf(ax *pg_query.A_Expr, lookup func(*pg_query.ColumnRef) (*
 		if !ok {
 			return nil, nil, nil
 		}
+		k.widens = v.GetTypeCast() == nil && k.Class == IntegerLiteral && typ.IsInteger()
 		p.keys = append(p.keys, k)
 	}
 	return p, ref, nil

@@ -133,9 +133,16 @@ func (c *planCtx) orderedLimit(q *query, f *facts, table *tableRef) ([]OrderKey,
 				col = int(p.Ival.Ival) - 1
 			}
 		case *pg_query.Node_ColumnRef:
+			// A bare name is an output column's name first; a qualified
+			// one (items.k) is always the table's column, whatever output
+			// column is named like it.
 			name := lastField(x.ColumnRef)
+			qualified := len(x.ColumnRef.Fields) > 1
+			if qualified && !refersTo(x.ColumnRef, table) {
+				return nil, Limit{}, false
+			}
 			for i, o := range outputs {
-				if o.name == name {
+				if !qualified && o.name == name || qualified && o.column == name {
 					if col >= 0 {
 						return nil, Limit{}, false // ambiguous
 					}

@@ -51,10 +51,25 @@ func TestOrderedMerge(t *testing.T) {
 		"SELECT name, customer_id AS id FROM customers ORDER BY id NULLS FIRST LIMIT 5":         {{Column: 1, NullsFirst: true}},
 		"SELECT c.* FROM customers c ORDER BY 1 DESC NULLS LAST LIMIT 5":                        {{Column: 0, Desc: true}},
 		"SELECT customer_id, name FROM customers WHERE name > 'a' ORDER BY customer_id LIMIT 0": {{Column: 0}},
+		// A qualified name is the table's column, not the output named
+		// like it (found by the differential harness).
+		"SELECT customer_id + 1 AS customer_id, customer_id FROM customers ORDER BY customers.customer_id LIMIT 5": {{Column: 1}},
+		"SELECT customer_id AS id FROM customers c ORDER BY c.customer_id LIMIT 5":                                 {{Column: 0}},
 	} {
 		st := planOne(t, p, xx, store(sql))
 		if st.Err != nil || st.Merge != MergeOrdered || !slices.Equal(st.Order, want) {
 			t.Errorf("%s: merge %v order %+v err %v; want %+v", sql, st.Merge, st.Order, st.Err, want)
+		}
+	}
+	for _, sql := range []string{
+		"SELECT customer_id + 1 AS customer_id FROM customers ORDER BY customers.customer_id LIMIT 5",
+		"SELECT name AS customer_id FROM customers c ORDER BY c.customer_id LIMIT 5",
+		"SELECT age AS customer_id FROM customers ORDER BY customers.customer_id LIMIT 5",
+		"SELECT age AS customer_id FROM customers c ORDER BY c.customer_id DESC LIMIT 5",
+		"SELECT customer_id FROM customers c ORDER BY other.customer_id LIMIT 5",
+	} {
+		if st := planOne(t, p, xx, store(sql)); st.Merge == MergeOrdered {
+			t.Errorf("%s: merged by %+v, but the key is not an output column", sql, st.Order)
 		}
 	}
 	for sql, want := range map[string]int64{

@@ -27,6 +27,9 @@ type planCtx struct {
 	// noCache: a plan holds a Schema error, which a later CREATE TABLE
 	// may cure without anyone calling Invalidate.
 	noCache bool
+	// afterDDL: an earlier statement of the input is DDL, which the
+	// catalog snapshot cannot have seen (checkCalls).
+	afterDDL bool
 }
 
 // parse is the cache-miss path: it parses the input with pg_query and
@@ -54,6 +57,9 @@ func parse(top *topo.Topology, schema Schema, in *Input, sc *scan) (stmts []*Sta
 		c.raw = raw
 		c.statement(st, raw.Stmt, f)
 		c.bindKeys(st, start)
+		if st.Kind == DDL || st.Kind == Utility {
+			c.afterDDL = true
+		}
 		if len(res.Stmts) == 1 && !sc.odd {
 			c.autoPrepare(st, f, start)
 		}
@@ -153,6 +159,9 @@ func (c *planCtx) planSelect(st *Statement, sel *pg_query.SelectStmt, f *facts) 
 		q.from = fromTables(sel.FromClause, nil)
 	}
 	c.planQuery(st, q, f)
+	if f.setConfig && st.Err == nil {
+		c.planSetConfig(st, sel)
+	}
 }
 
 func (c *planCtx) planCopy(st *Statement, cs *pg_query.CopyStmt, f *facts) {

@@ -20,6 +20,10 @@ type Schema interface {
 	// INSERT without a column list fills), or an error with SQLSTATE
 	// 42P01 if the table is unknown.
 	ColumnNames(db, schema, table string) ([]string, error)
+	// Routines returns a snapshot of the database's aggregate and window
+	// functions. The planner asks for it only on a cache miss of a read
+	// of sharded tables that calls functions.
+	Routines(db string) (*Routines, error)
 }
 
 // Input is one query string to plan and the session state that shapes its
@@ -40,6 +44,10 @@ type Input struct {
 	// ParamOIDs are the parameter types of a Parse, 0 for unspecified; it
 	// may be shorter than the number of parameters.
 	ParamOIDs []uint32
+	// UncommittedDDL: the session's transaction ran DDL, which a catalog
+	// snapshot taken outside it cannot see (a CREATE AGGREGATE): every
+	// call of a function not known to be plain is taken for an aggregate.
+	UncommittedDDL bool
 }
 
 // Planner turns SQL text into routing plans and caches them. It is safe
@@ -152,6 +160,9 @@ func (sc *scan) cacheKey(exact bool, rev int64, in *Input) []byte {
 	k := append(sc.key[:0], 'S')
 	if exact {
 		k[0] = 'X'
+	}
+	if in.UncommittedDDL {
+		k = append(k, 'D')
 	}
 	k = binary.LittleEndian.AppendUint64(k, uint64(rev))
 	k = appendString(k, in.Database)

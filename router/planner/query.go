@@ -49,12 +49,19 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 			shardedRefs = append(shardedRefs, r)
 		}
 	}
+	if f.sequenceCall && (len(shardedRefs) > 0 || target != nil && !target.catalog && target.place.IsReference()) {
+		st.Err = unsupported(sequencesElsewhere)
+		return
+	}
 	if target != nil && !target.catalog && target.place.IsReference() {
 		c.placeReferenceWrite(st, q, target, refs)
 		return
 	}
 	if len(shardedRefs) == 0 {
 		c.placeFixed(st, fixed, reference)
+		if f.sequenceCall && st.Err == nil && st.Targets[0] != c.top.AuthoritativeShard() {
+			st.Err = unsupported(sequencesElsewhere)
+		}
 		return
 	}
 	g := shardedRefs[0].place.Group
@@ -104,7 +111,16 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 		st.Err = err
 		return
 	}
-	if !q.read || f.crossShard == "" || c.mergeable(st, q, f, shardedRefs) {
+	if !q.read {
+		return
+	}
+	if st.Route == Scatter || colocated {
+		if err := c.checkCalls(f); err != nil {
+			st.Err = err
+			return
+		}
+	}
+	if f.crossShard == "" || c.mergeable(st, q, f, shardedRefs) {
 		return
 	}
 	switch {
@@ -114,6 +130,11 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 		st.multiShard = crossShard(f.crossShard, severalShards(g.UID))
 	}
 }
+
+// sequencesElsewhere refuses a statement that would call sequence
+// functions on a shard other than the authoritative one, whose copy of the
+// sequence gives values the authoritative shard's also gives.
+const sequencesElsewhere = "sequence functions (nextval, currval, setval, lastval) in a statement on tables outside the authoritative shard are not supported yet: sequences live on the authoritative shard"
 
 // placeFixed routes a query whose tables live on single shards (or are
 // reference tables, or none at all) to the one shard that has them all.

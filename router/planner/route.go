@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"errors"
+
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/topo/shardfunc"
 )
@@ -48,6 +50,9 @@ func (s *Statement) Shards(params Params) ([]string, error) {
 			first = at
 		}
 	})
+	if err == errUnroutable {
+		return s.everyShard()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +81,14 @@ func (s *Statement) eachKey(params Params, fn func(k *Key, shard string)) error 
 		k := &s.Keys[i]
 		key, null, err := k.route(params)
 		if err != nil {
-			return err
+			if !k.readsBySettings(err) {
+				return err
+			}
+			if s.PerRow || k.Check {
+				// A row must be placed by its key.
+				return unsupported("shard-key value %q of column %s cannot be routed (%v)", k.display(params), k.Column, err)
+			}
+			return errUnroutable
 		}
 		switch {
 		case k.Check:
@@ -98,6 +110,52 @@ func (s *Statement) eachKey(params Params, fn func(k *Key, shard string)) error 
 	return nil
 }
 
+// errUnroutable: a key's value could not be routed (a date not in ISO
+// 8601, a timestamptz without a UTC offset, which Postgres reads by the
+// session's DateStyle and TimeZone; or a value Postgres refuses too).
+var errUnroutable = errors.New("planner: a shard-key value cannot be routed")
+
+// everyShard is where a statement goes when a key's value cannot be
+// routed: every shard of the group, each of which reads the value as
+// Postgres does (with the session's settings) and answers for its own
+// rows, or fails as Postgres would. A statement whose answers would then
+// need combining, or whose tables are restricted by separate keys, is
+// refused instead.
+func (s *Statement) everyShard() ([]string, error) {
+	if s.multiShard != nil {
+		return nil, s.multiShard
+	}
+	for i := range s.Keys {
+		if s.Keys[i].Separate {
+			return nil, unsupported("a join not on the shard key across shards is not supported yet (a shard-key value of the statement cannot be routed: write dates and times in ISO 8601 with a UTC offset)")
+		}
+	}
+	return s.Targets, nil
+}
+
+// readsBySettings reports an error routing a date or time the router
+// reads in ISO 8601 only (with a UTC offset for timestamptz), where
+// Postgres reads other forms too, by the session's DateStyle and
+// TimeZone.
+func (k *Key) readsBySettings(err error) bool {
+	switch k.Type {
+	case shardfunc.Date, shardfunc.Timestamp, shardfunc.Timestamptz:
+		code := pgerr.Code(err)
+		return code == "22007" || code == "22008"
+	}
+	return false
+}
+
+// display is the key's value for a message.
+func (k *Key) display(params Params) string {
+	if k.Param > 0 && params != nil {
+		if _, v, ok := params(k.Param); ok {
+			return string(v)
+		}
+	}
+	return k.Literal
+}
+
 // route computes the routing key of k's value; null reports SQL NULL.
 func (k *Key) route(params Params) (key uint64, null bool, err error) {
 	var buf [64]byte
@@ -116,6 +174,9 @@ func (k *Key) route(params Params) (key uint64, null bool, err error) {
 		raw, format = v, f
 	}
 	key, err = k.Index.Func.Key(k.Type, format, raw)
+	if err != nil && k.widens && pgerr.Code(err) == "22003" {
+		return 0, true, nil // out of the column's range: no row has it
+	}
 	return key, false, err
 }
 

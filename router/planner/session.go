@@ -85,3 +85,53 @@ func constText(n *pg_query.Node) string {
 	}
 	return ""
 }
+
+// planSetConfig plans a SELECT calling set_config, which changes a
+// setting of the one backend that runs it, where the statement's later
+// statements may run on other shards. SELECT set_config('name', 'value',
+// is_local) alone, with literals, is a SET the router follows (Setting:
+// it sends the session's settings with every batch, and a local one to
+// every shard of the transaction, with the row set_config answers from
+// the first). Any other call would leave the other shards without the
+// setting: it is refused (with one shard in the topology the router
+// runs it all the same).
+func (c *planCtx) planSetConfig(st *Statement, sel *pg_query.SelectStmt) {
+	if s := literalSetConfig(sel); s != nil {
+		st.Setting = s
+		c.exact = true // the plan holds the literal values
+		return
+	}
+	st.Err = unsupported("set_config other than SELECT set_config('name', 'value', is_local) alone with literal arguments is not supported on more than one shard; use SET or SET LOCAL")
+}
+
+// literalSetConfig reads SELECT [pg_catalog.]set_config('name', 'value',
+// true|false) with nothing else in the statement as the Setting it makes.
+func literalSetConfig(sel *pg_query.SelectStmt) *Setting {
+	if sel.Op != pg_query.SetOperation_SETOP_NONE || len(sel.TargetList) != 1 || len(sel.FromClause) > 0 ||
+		sel.WhereClause != nil || len(sel.GroupClause) > 0 || sel.HavingClause != nil || len(sel.DistinctClause) > 0 ||
+		len(sel.SortClause) > 0 || sel.LimitCount != nil || sel.LimitOffset != nil || sel.WithClause != nil ||
+		len(sel.WindowClause) > 0 || len(sel.LockingClause) > 0 || len(sel.ValuesLists) > 0 {
+		return nil
+	}
+	fc := sel.TargetList[0].GetResTarget().GetVal().GetFuncCall()
+	if fc == nil || !builtinCall(fc) || funcName(fc) != "set_config" || len(fc.Args) != 3 || fc.Over != nil ||
+		fc.AggFilter != nil || len(fc.AggOrder) > 0 || fc.AggStar || fc.AggDistinct || fc.AggWithinGroup || fc.FuncVariadic {
+		return nil
+	}
+	name, ok1 := stringConst(fc.Args[0])
+	value, ok2 := stringConst(fc.Args[1])
+	local, ok3 := fc.Args[2].GetAConst().GetVal().(*pg_query.A_Const_Boolval)
+	if !ok1 || !ok2 || !ok3 || name == "" {
+		return nil
+	}
+	return &Setting{Op: SetValue, Name: strings.ToLower(name), Value: value, Local: local.Boolval.GetBoolval()}
+}
+
+// stringConst is the value of a string literal.
+func stringConst(n *pg_query.Node) (string, bool) {
+	s, ok := n.GetAConst().GetVal().(*pg_query.A_Const_Sval)
+	if !ok {
+		return "", false
+	}
+	return s.Sval.GetSval(), true
+}

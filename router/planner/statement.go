@@ -341,6 +341,12 @@ type Key struct {
 	// lit is the index of the literal among the input's literal tokens: a
 	// cache hit re-reads the value from the new text by it.
 	lit int
+	// widens marks an integer literal compared with an integer column
+	// without a cast: Postgres types it by its value (int4, int8, else
+	// numeric) and compares across types, so a value beyond the column's
+	// range (k = 99999999999999999999 for an int8 k) matches no row
+	// where routing it as the column's type would fail with 22003.
+	widens bool
 }
 
 func name(names []string, i int) string {

@@ -54,6 +54,16 @@ type facts struct {
 	// effects (sideEffectFree), which may write (nextval, a user's
 	// function); the planner cannot tell without the catalog.
 	opaqueCall bool
+	// calls are the function calls without OVER, which the catalog may
+	// show to be aggregates (checkCalls).
+	calls []*pg_query.FuncCall
+	// setConfig: a call of set_config, which changes a setting of the
+	// backend that runs it only (literalSetConfig).
+	setConfig bool
+	// sequenceCall: nextval, currval, setval or lastval, whose sequences
+	// live on the authoritative shard (every shard has a copy that DDL
+	// made, which no other shard's values know of).
+	sequenceCall bool
 }
 
 func collect(n *pg_query.Node) *facts {
@@ -166,6 +176,12 @@ func (f *facts) funcFacts(fc *pg_query.FuncCall) {
 	if !builtinCall(fc) || !(sideEffectFree[name] || aggregates[name]) {
 		f.opaqueCall = true
 	}
+	if fc.Over == nil {
+		f.calls = append(f.calls, fc)
+	}
+	if sequenceFuncs[name] && builtinCall(fc) {
+		f.sequenceCall = true
+	}
 	switch {
 	case fc.Over != nil:
 		f.cross("window functions")
@@ -180,6 +196,9 @@ func (f *facts) funcFacts(fc *pg_query.FuncCall) {
 		f.session |= Prepared | PreparedView // what pg_prepared_statements shows
 	case name == "set_config" && !(len(fc.Args) == 3 && isTrue(fc.Args[2])):
 		f.session |= SessionConfig
+		f.setConfig = true
+	case name == "set_config":
+		f.setConfig = true
 	}
 }
 
@@ -207,7 +226,7 @@ func isTrue(n *pg_query.Node) bool {
 
 // aggregates are Postgres's built-in aggregate functions. User-defined
 // aggregates called without DISTINCT, ORDER BY, FILTER or * cannot be told
-// from plain functions without the catalog.
+// from plain functions without the catalog (Routines).
 var aggregates = setOf(
 	"avg", "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "count", "every", "max", "min", "sum",
 	"any_value", "array_agg", "string_agg", "json_agg", "jsonb_agg", "json_agg_strict", "jsonb_agg_strict",
@@ -258,6 +277,9 @@ var sideEffectFree = setOf(
 	"num_nulls", "num_nonnulls", "pg_column_size", "row_number", "rank", "dense_rank", "percent_rank",
 	"cume_dist", "ntile", "lag", "lead", "first_value", "last_value", "nth_value",
 )
+
+// sequenceFuncs read or advance a sequence.
+var sequenceFuncs = setOf("nextval", "currval", "setval", "lastval")
 
 // sessionLocks take or release session-level advisory locks, which outlive
 // the transaction (the _xact_ variants do not).
