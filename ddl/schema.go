@@ -53,7 +53,8 @@ type Difference struct {
 }
 
 func (d Difference) String() string {
-	return fmt.Sprintf("%s on %s: %s (compared with %s)", d.Table, d.Shard, d.What, d.Reference)
+	// What names the reference shard already.
+	return fmt.Sprintf("%s on %s: %s", d.Table, d.Shard, d.What)
 }
 
 // Compare reports every difference of every table between the shards
