@@ -26,6 +26,7 @@ func newOnlineDDLCommand() *cobra.Command {
 	var tf temporalFlags
 	var in workflows.OnlineDDLInput
 	var lockTimeout time.Duration
+	var queue string
 	var noWait, asJSON bool
 	cmd := &cobra.Command{
 		Use:   `onlineddl --database DB [--shard S]... "ALTER TABLE ..."`,
@@ -72,7 +73,7 @@ cancel ID, tessera schema check.`,
 			}
 			defer tc.Close()
 			id := workflows.OnlineDDLID(in.Database, schema, object)
-			run, err := startQueued(ctx, cmd.ErrOrStderr(), tc, id, in)
+			run, err := startQueued(ctx, cmd.ErrOrStderr(), tc, id, queue, in)
 			if err != nil || noWait {
 				return err
 			}
@@ -87,6 +88,7 @@ cancel ID, tessera schema check.`,
 	cmd.Flags().StringVar(&in.Database, "database", "", "the database")
 	cmd.Flags().StringSliceVar(&in.Shards, "shard", nil, "limit the migration to these shards (default: every shard that holds the table)")
 	cmd.Flags().DurationVar(&lockTimeout, "lock-timeout", time.Second, "how long each attempt waits for its lock on a shard")
+	cmd.Flags().StringVar(&queue, "task-queue", workflows.TaskQueue, "the task queue of the workers that run it")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "start it and return (follow it with tessera onlineddl show ID)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.AddCommand(newOnlineDDLShowCommand(), newOnlineDDLCancelCommand())
@@ -95,10 +97,10 @@ cancel ID, tessera schema check.`,
 
 // startQueued starts the migration once no other migration of the same
 // table runs, waiting for the running one to end first.
-func startQueued(ctx context.Context, w io.Writer, c client.Client, id string, in workflows.OnlineDDLInput) (client.WorkflowRun, error) {
+func startQueued(ctx context.Context, w io.Writer, c client.Client, id, queue string, in workflows.OnlineDDLInput) (client.WorkflowRun, error) {
 	for {
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: id, TaskQueue: workflows.TaskQueue, StaticSummary: in.Summary(),
+			ID: id, TaskQueue: queue, StaticSummary: in.Summary(),
 			WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			WorkflowExecutionErrorWhenAlreadyStarted: true,

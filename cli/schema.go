@@ -24,6 +24,7 @@ func newSchemaCommand() *cobra.Command {
 func newSchemaCheckCommand() *cobra.Command {
 	var tf temporalFlags
 	var in workflows.SchemaCheckInput
+	var queue string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "check --database DB [--shard S]... [--json]",
@@ -47,7 +48,7 @@ Exits with SQLSTATE 55000 when something differs.`,
 			defer c.Close()
 			id := fmt.Sprintf("schema-check-%s-%d", in.Database, time.Now().UnixNano())
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID: id, TaskQueue: workflows.TaskQueue, StaticSummary: in.Summary(),
+				ID: id, TaskQueue: queue, StaticSummary: in.Summary(),
 			}, workflows.SchemaCheckName, in)
 			if err != nil {
 				return fmt.Errorf("starting workflow %s: %w", id, err)
@@ -68,6 +69,7 @@ Exits with SQLSTATE 55000 when something differs.`,
 	tf.register(cmd, nil)
 	cmd.Flags().StringVar(&in.Database, "database", "", "the database")
 	cmd.Flags().StringSliceVar(&in.Shards, "shard", nil, "the shards to compare (default: every shard of the topology)")
+	cmd.Flags().StringVar(&queue, "task-queue", workflows.TaskQueue, "the task queue of the workers that run it")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }

@@ -2,19 +2,17 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tesseradb/tessera/onlineddl"
-	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/topo"
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/workflows"
@@ -169,21 +167,40 @@ func TestOnlineDDLOnRealTemporal(t *testing.T) {
 		t.Errorf("schema check after the migration: %+v, want 1 table, no differences", check)
 	}
 
-	// A rewrite needs the shadow path, which is planned.
-	shadow := workflows.OnlineDDLInput{Database: "store", SQL: "ALTER TABLE orders ALTER COLUMN qty TYPE bigint"}
-	run, err = tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, workflows.OnlineDDLName, shadow)
-	if err != nil {
-		t.Fatal(err)
+	// The CLI: a NOT VALID constraint takes the direct path and the
+	// command follows it to the end; `show` reads the ended run.
+	out, progress, code := runCLI(ctx, "onlineddl", "--task-queue", queue, "--database", "store",
+		"ALTER TABLE orders ADD CONSTRAINT qty_nonneg CHECK (qty >= 0) NOT VALID")
+	t.Logf("tessera onlineddl: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, progress)
+	if code != 0 || !strings.Contains(out, "phase: done") || !strings.Contains(out, "path:  direct") ||
+		!strings.Contains(out, "0 differences") || !strings.Contains(progress, "started migration "+id) {
+		t.Fatalf("tessera onlineddl: exit %d, stdout %q", code, out)
 	}
-	err = run.Get(ctx, nil)
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != pgerr.FeatureNotSupported || !strings.Contains(appErr.Message(), "planned: the shadow-table path") {
-		t.Errorf("a rewrite: %v, want 0A000 planned: the shadow-table path", err)
+	for _, s := range shards {
+		if !regexpLine(out, s+` +done +1 `) {
+			t.Errorf("no line saying %s is done after one attempt in:\n%s", s, out)
+		}
+	}
+	out, _, code = runCLI(ctx, "onlineddl", "show", id)
+	if code != 0 || !strings.Contains(out, "phase: done") || !strings.Contains(out, "NOT VALID") {
+		t.Errorf("tessera onlineddl show: exit %d, stdout %q", code, out)
+	}
+
+	// A rewrite needs the shadow path, which is planned.
+	out, errOut, code := runCLI(ctx, "onlineddl", "--task-queue", queue, "--database", "store", "ALTER TABLE orders ALTER COLUMN qty TYPE bigint")
+	if code == 0 || !strings.Contains(errOut, "planned: the shadow-table path") || !strings.Contains(errOut, "SQLSTATE 0A000") {
+		t.Errorf("a rewrite: exit %d, stdout %q, stderr %q; want 0A000 planned: the shadow-table path", code, out, errOut)
 	}
 
 	// One shard changed by hand: the schema check names it.
 	if _, err := conns["s1"].Exec(ctx, "ALTER TABLE orders ADD COLUMN note text"); err != nil {
 		t.Fatal(err)
+	}
+	out, errOut, code = runCLI(ctx, "schema", "check", "--task-queue", queue, "--database", "store")
+	t.Logf("tessera schema check: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	if code == 0 || !strings.Contains(errOut, "SQLSTATE 55000") ||
+		!strings.Contains(out, "public.orders on s1: extra column note text (not on s0)") || !strings.Contains(out, "1 differences") {
+		t.Errorf("tessera schema check: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	run, err = tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "schema-check-store-e2e", TaskQueue: queue},
 		workflows.SchemaCheckName, workflows.SchemaCheckInput{Database: "store"})
@@ -200,6 +217,17 @@ func TestOnlineDDLOnRealTemporal(t *testing.T) {
 	if d := report.Differences[0]; d.Table != "public.orders" || d.Shard != "s1" || d.Reference != "s0" || !strings.Contains(d.What, "extra column note text") {
 		t.Errorf("difference %+v, want public.orders on s1: extra column note text", d)
 	}
+}
+
+// regexpLine reports whether some line of text matches the pattern.
+func regexpLine(text, pattern string) bool {
+	re := regexp.MustCompile(pattern)
+	for _, l := range strings.Split(text, "\n") {
+		if re.MatchString(l) {
+			return true
+		}
+	}
+	return false
 }
 
 type connectorFunc func(ctx context.Context, shard, database string) (string, error)
