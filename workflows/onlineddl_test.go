@@ -214,3 +214,51 @@ func TestOnlineDDLCancelBeforeAnyShard(t *testing.T) {
 		}
 	}
 }
+
+func TestOnlineDDLLaterShardRefusalIsReported(t *testing.T) {
+	f := &fakeDDLCluster{plan: directPlan, refuse: map[string]bool{"s2": true}}
+	env := newOnlineDDLEnv(t, f)
+	env.ExecuteWorkflow(OnlineDDL, ddlIn)
+	err := env.GetWorkflowError()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != "42701" || !strings.Contains(err.Error(), "failed for good on s2") {
+		t.Fatalf("error %v, want 42701 naming s2", err)
+	}
+	v, qerr := env.QueryWorkflow(OnlineDDLProgressQuery)
+	var p OnlineDDLProgress
+	if qerr == nil {
+		qerr = v.Get(&p)
+	}
+	if qerr != nil {
+		t.Fatal(qerr)
+	}
+	states := map[string]string{}
+	for _, s := range p.Shards {
+		states[s.Shard] = s.State
+	}
+	if states["s0"] != ShardDone || states["s1"] != ShardDone || states["s2"] != ShardFailed || p.Phase != PhaseFailed {
+		t.Errorf("phase %s, states %v: want s2 failed, the others done", p.Phase, states)
+	}
+	if c := p.SchemaCheck; c == nil || len(c.Differences) != 1 || c.Differences[0].Shard != "s2" {
+		t.Errorf("schema check %+v: want the difference on s2", p.SchemaCheck)
+	}
+}
+
+func TestOnlineDDLDetailsShowEveryShard(t *testing.T) {
+	p := OnlineDDLProgress{Phase: PhaseApplying, Plan: &directPlan, Shards: []ShardDDLState{
+		{Shard: "s0", State: ShardDone, Attempts: 1},
+		{Shard: "s2", State: ShardPending, Attempts: 2, LastError: "canceling statement due to lock timeout"},
+	}}
+	d := onlineDDLDetails(ddlIn, p, "shard s2 attempt 2 failed")
+	for _, want := range []string{
+		"**OnlineDDL on store**: applying",
+		ddlIn.SQL,
+		"- path: direct (",
+		"| s0 | done | 1 |  |",
+		"| s2 | pending | 2 | canceling statement due to lock timeout |",
+	} {
+		if !strings.Contains(d, want) {
+			t.Errorf("details lack %q:\n%s", want, d)
+		}
+	}
+}
