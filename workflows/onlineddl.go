@@ -25,6 +25,14 @@ const (
 	ddlIndexBuildTimeout = 24 * time.Hour
 )
 
+// ddlHistoryLimit: past this many events (a shard retried for hours) a
+// migration continues as new, well before Temporal's 50k-event limit.
+const ddlHistoryLimit = 10000
+
+// errContinueAsNew stops a shard's retries so that the run can continue
+// as new.
+var errContinueAsNew = errors.New("continuing as new")
+
 // OnlineDDL runs one schema change on every shard that holds its table.
 // PlanOnlineDDL classifies the statement (package ddl) and finds the
 // shards; a statement for the shadow-table path ends the run with 0A000
@@ -33,7 +41,8 @@ const (
 // Postgres rejects fails there, with no shard changed. Then it runs on
 // the others at once. Each shard's attempt (ApplyDDL) holds a short
 // lock_timeout and is retried with backoff until it succeeds, so the
-// cluster converges; ApplyDDL is idempotent. A schema check of the
+// cluster converges (continuing as new past ddlHistoryLimit events);
+// ApplyDDL is idempotent. A schema check of the
 // database ends the run. Queries: OnlineDDLProgressQuery,
 // SchemaCheckQuery, StepQuery. The Cancel update stops a migration only
 // before any shard ran it; so does cancelling the workflow, which later
@@ -52,8 +61,17 @@ func OnlineDDL(ctx workflow.Context, in OnlineDDLInput) (OnlineDDLResult, error)
 	if err := m.handlers(ctx, cancelPlan); err != nil {
 		return OnlineDDLResult{}, err
 	}
-	m.phase(ctx, PhaseClassifying)
-	err = m.run(ctx, planCtx)
+	if r := in.Resume; r != nil {
+		m.migrationID, m.plan, m.prog.Plan, m.prog.Shards = r.MigrationID, r.Plan, &m.plan, r.Shards
+		err = m.resume(ctx)
+	} else {
+		m.migrationID = workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + workflow.GetInfo(ctx).WorkflowExecution.RunID
+		m.phase(ctx, PhaseClassifying)
+		err = m.run(ctx, planCtx)
+	}
+	if workflow.IsContinueAsNewError(err) {
+		return OnlineDDLResult{}, err
+	}
 	if err != nil {
 		m.prog.Error = errText(err)
 		if m.prog.Phase != PhaseCancelled {
@@ -64,10 +82,13 @@ func OnlineDDL(ctx workflow.Context, in OnlineDDLInput) (OnlineDDLResult, error)
 }
 
 type migration struct {
-	in   OnlineDDLInput
-	p    *progress
-	prog OnlineDDLProgress
-	plan OnlineDDLPlan
+	// migrationID names the migration in each shard's record of it: the
+	// first run's workflow id and run id.
+	migrationID string
+	in          OnlineDDLInput
+	p           *progress
+	prog        OnlineDDLProgress
+	plan        OnlineDDLPlan
 	// started: some shard may have run the statement, so it cannot be
 	// cancelled any more.
 	started         bool
@@ -122,6 +143,28 @@ func (m *migration) run(ctx, planCtx workflow.Context) error {
 	if m.cancelRequested || ctx.Err() != nil {
 		return m.cancelled(ctx)
 	}
+	return m.apply(ctx)
+}
+
+// resume goes on with a migration that continued as new: the shards not
+// done yet.
+func (m *migration) resume(ctx workflow.Context) error {
+	m.p.step("continued as new: %d shards to go", m.pending())
+	return m.apply(ctx)
+}
+
+func (m *migration) pending() int {
+	n := 0
+	for _, s := range m.prog.Shards {
+		if s.State != ShardDone {
+			n++
+		}
+	}
+	return n
+}
+
+// apply runs the statement on the shards, then the schema check.
+func (m *migration) apply(ctx workflow.Context) error {
 	m.started = true
 	// From here on the shards' work must not stop half-way: a cancelled
 	// workflow goes on in a disconnected context.
@@ -131,7 +174,18 @@ func (m *migration) run(ctx, planCtx workflow.Context) error {
 		m.p.step("cancel refused: the statement has started on the shards; the migration goes on until every shard has it")
 	})
 	m.phase(work, PhaseApplying)
-	if err := m.applyEverywhere(work); err != nil {
+	err := m.applyEverywhere(work)
+	if errors.Is(err, errContinueAsNew) {
+		next := m.in
+		next.Resume = &OnlineDDLResume{MigrationID: m.migrationID, Plan: m.plan, Shards: m.prog.Shards}
+		for i := range next.Resume.Shards {
+			if st := &next.Resume.Shards[i]; st.State == ShardRunning {
+				st.State = ShardPending
+			}
+		}
+		return workflow.NewContinueAsNewError(work, OnlineDDLName, next)
+	}
+	if err != nil {
 		return err
 	}
 	m.phase(work, PhaseChecking)
@@ -188,12 +242,19 @@ func (m *migration) applyEverywhere(ctx workflow.Context) error {
 	if len(m.prog.Shards) == 0 {
 		return nil
 	}
-	if err := m.applyShard(ctx, 0); err != nil {
-		return failed(err, "shard %s refused the statement; no shard has changed", m.prog.Shards[0].Shard)
+	if m.prog.Shards[0].State != ShardDone {
+		if err := m.applyShard(ctx, 0); errors.Is(err, errContinueAsNew) {
+			return err
+		} else if err != nil {
+			return failed(err, "shard %s refused the statement; no shard has changed", m.prog.Shards[0].Shard)
+		}
 	}
 	errs := make([]error, len(m.prog.Shards))
 	wg := workflow.NewWaitGroup(ctx)
 	for i := 1; i < len(m.prog.Shards); i++ {
+		if m.prog.Shards[i].State == ShardDone {
+			continue
+		}
 		wg.Add(1)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
@@ -204,6 +265,9 @@ func (m *migration) applyEverywhere(ctx workflow.Context) error {
 	var failedOn []string
 	var first error
 	for i, err := range errs {
+		if errors.Is(err, errContinueAsNew) {
+			return err
+		}
 		if err != nil {
 			failedOn = append(failedOn, m.prog.Shards[i].Shard)
 			if first == nil {
@@ -228,8 +292,7 @@ func (m *migration) applyShard(ctx workflow.Context, i int) error {
 		m.p.show()
 		var res ApplyDDLResult
 		err := workflow.ExecuteActivity(m.applyCtx(ctx, st), ApplyDDLActivity, ApplyDDLInput{
-			MigrationID: workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + workflow.GetInfo(ctx).WorkflowExecution.RunID,
-			Database:    m.in.Database, Shard: st.Shard, SQL: m.in.SQL, Plan: m.plan,
+			MigrationID: m.migrationID, Database: m.in.Database, Shard: st.Shard, SQL: m.in.SQL, Plan: m.plan,
 			LockTimeoutMillis: m.in.LockTimeoutMillis,
 		}).Get(ctx, &res)
 		if err == nil {
@@ -246,6 +309,9 @@ func (m *migration) applyShard(ctx workflow.Context, i int) error {
 			return err
 		}
 		st.State = ShardPending
+		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > ddlHistoryLimit {
+			return errContinueAsNew
+		}
 		m.p.step("shard %s attempt %d failed, retrying in %s: %s", st.Shard, st.Attempts, wait, st.LastError)
 		if err := sleep(ctx, wait, "retry on %s", st.Shard); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -31,6 +32,8 @@ type fakeDDLCluster struct {
 	// planned is closed when PlanOnlineDDL is called; planWait, when set,
 	// holds PlanOnlineDDL until it is closed or the activity cancelled.
 	planWait chan struct{}
+	// migrationIDs counts s2's attempts by migration id.
+	migrationIDs map[string]int
 }
 
 func (f *fakeDDLCluster) record(call string) {
@@ -40,10 +43,15 @@ func (f *fakeDDLCluster) record(call string) {
 }
 
 func newOnlineDDLEnv(t *testing.T, f *fakeDDLCluster) *testsuite.TestWorkflowEnvironment {
+	f.version, f.migrationIDs = map[string]int{}, map[string]int{}
+	return newOnlineDDLEnvKeeping(t, f)
+}
+
+// newOnlineDDLEnvKeeping is newOnlineDDLEnv on shards as f left them.
+func newOnlineDDLEnvKeeping(t *testing.T, f *fakeDDLCluster) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(OnlineDDL, workflow.RegisterOptions{Name: OnlineDDLName})
-	f.version = map[string]int{}
 	reg := func(name string, fn any) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
 	reg(PlanOnlineDDLActivity, func(ctx context.Context, in PlanOnlineDDLInput) (OnlineDDLPlan, error) {
 		f.record("plan")
@@ -63,6 +71,9 @@ func newOnlineDDLEnv(t *testing.T, f *fakeDDLCluster) *testsuite.TestWorkflowEnv
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.calls = append(f.calls, "apply "+in.Shard)
+		if in.Shard == "s2" {
+			f.migrationIDs[in.MigrationID]++
+		}
 		if in.LockTimeoutMillis != 1000 || in.MigrationID == "" {
 			return ApplyDDLResult{}, temporal.NewNonRetryableApplicationError("bad apply input", pgerr.InternalError, nil)
 		}
@@ -260,5 +271,48 @@ func TestOnlineDDLDetailsShowEveryShard(t *testing.T) {
 		if !strings.Contains(d, want) {
 			t.Errorf("details lack %q:\n%s", want, d)
 		}
+	}
+}
+
+func TestOnlineDDLContinuesAsNewWhileAShardIsRetried(t *testing.T) {
+	f := &fakeDDLCluster{plan: directPlan, lockHeld: map[string]int{"s2": 12}}
+	env := newOnlineDDLEnv(t, f)
+	var firstID string
+	// A few attempts on s2 later, the history is long.
+	env.RegisterDelayedCallback(func() { env.SetCurrentHistoryLength(ddlHistoryLimit + 1) }, 5*time.Second)
+	env.ExecuteWorkflow(OnlineDDL, ddlIn)
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("error %v, want a continue-as-new", err)
+	}
+	var next OnlineDDLInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	r := next.Resume
+	if r == nil || r.MigrationID == "" || r.Plan.Path != PathDirect || len(r.Shards) != 3 {
+		t.Fatalf("resume %+v", r)
+	}
+	firstID = r.MigrationID
+	if r.Shards[0].State != ShardDone || r.Shards[1].State != ShardDone || r.Shards[2].State != ShardPending || r.Shards[2].Attempts < 2 {
+		t.Fatalf("shards carried over: %+v", r.Shards)
+	}
+	f.calls = nil
+	env = newOnlineDDLEnvKeeping(t, f)
+	env.ExecuteWorkflow(OnlineDDL, next)
+	var res OnlineDDLResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Phase != PhaseDone || res.Shards[2].State != ShardDone || res.Shards[2].Attempts != 13 {
+		t.Errorf("after continuing: %+v", res.OnlineDDLProgress)
+	}
+	for _, c := range f.calls {
+		if c == "plan" || c == "apply s0" || c == "apply s1" {
+			t.Errorf("calls %v: the continued run planned again or ran a done shard", f.calls)
+		}
+	}
+	if f.migrationIDs[firstID] != 13 {
+		t.Errorf("s2's attempts under the first run's migration id: %d of 13 (%v)", f.migrationIDs[firstID], f.migrationIDs)
 	}
 }

@@ -77,6 +77,19 @@ type OnlineDDLInput struct {
 	// shard; 0 means 1000. A short wait keeps a blocked ALTER from
 	// queueing every other query of the table behind it.
 	LockTimeoutMillis int `json:"lock_timeout_ms,omitempty"`
+	// Resume, set only by the workflow itself when it continues as new
+	// (a shard retried for hours), carries the plan and the shards'
+	// states.
+	Resume *OnlineDDLResume `json:"resume,omitempty"`
+}
+
+// OnlineDDLResume is the state a migration continues as new with. The
+// migration id stays the first run's: ApplyDDL's record of a shard's
+// change names it.
+type OnlineDDLResume struct {
+	MigrationID string          `json:"migration_id"`
+	Plan        OnlineDDLPlan   `json:"plan"`
+	Shards      []ShardDDLState `json:"shards"`
 }
 
 // Summary is the one line the UI lists a migration's run with.
