@@ -42,8 +42,8 @@ var errContinueAsNew = errors.New("continuing as new")
 // the others at once. Each shard's attempt (ApplyDDL) holds a short
 // lock_timeout and is retried with backoff until it succeeds, so the
 // cluster converges (continuing as new past ddlHistoryLimit events);
-// ApplyDDL is idempotent. A schema check of the
-// database ends the run. Queries: OnlineDDLProgressQuery,
+// ApplyDDL is idempotent. A schema check of the database ends the run.
+// Queries: OnlineDDLProgressQuery,
 // SchemaCheckQuery, StepQuery. The Cancel update stops a migration only
 // before any shard ran it; so does cancelling the workflow, which later
 // is noted and ignored.
@@ -104,6 +104,10 @@ func (m *migration) handlers(ctx workflow.Context, cancelPlan workflow.CancelFun
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, OnlineDDLCancelUpdate,
 		func(workflow.Context) error {
+			// The run may have gone on between the validator and here.
+			if err := m.canCancel(); err != nil {
+				return err
+			}
 			m.cancelRequested = true
 			m.p.step("cancel requested before any shard ran the statement")
 			cancelPlan()
