@@ -96,7 +96,7 @@ func refuse(code, format string, args ...any) error {
 // activityError turns an error into a Temporal failure whose Type is its
 // SQLSTATE. Retried: a lock not granted in time (55P03), an object in use,
 // deadlocks and serialization failures, a server shutting down or out of
-// resources, a lost connection (or any error that is not the server's).
+// resources, a lost connection, a shard without a recorded primary.
 // Final: anything the statement itself is refused for (a column that
 // exists, a syntax error, a unique index over duplicates).
 func activityError(err error) error {
@@ -109,11 +109,17 @@ func activityError(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		var coded pgerr.Coded
-		if errors.As(err, &coded) && coded.SQLState() != pgerr.InternalError {
-			return temporal.NewNonRetryableApplicationError(err.Error(), coded.SQLState(), nil)
+		// Tessera's own: a missing password file (F0000) or a bad input
+		// is final; a shard without a recorded primary (a failover under
+		// way) passes.
+		code := pgerr.Code(err)
+		switch code[:2] {
+		case "F0", "22", "42":
+			return temporal.NewNonRetryableApplicationError(err.Error(), code, nil)
+		case "XX":
+			code = "08006"
 		}
-		return temporal.NewApplicationError(err.Error(), "08006")
+		return temporal.NewApplicationError(err.Error(), code)
 	}
 	code := pgErr.Code
 	switch {
