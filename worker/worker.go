@@ -16,6 +16,7 @@ import (
 
 	"github.com/tesseradb/tessera/activities"
 	"github.com/tesseradb/tessera/admin"
+	"github.com/tesseradb/tessera/onlineddl"
 	"github.com/tesseradb/tessera/replicator/actions"
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/workflows"
@@ -43,10 +44,10 @@ type Config struct {
 	AdminConfig admin.Config
 	Logger      *slog.Logger
 	// ReplicatorUser and ReplicatorPasswordFile are the Postgres
-	// credentials the Replicator's activities (Reshard) connect to shard
+	// credentials the Replicator's activities (Reshard) and OnlineDDL's connect to shard
 	// primaries with, directly: replication needs it. The password is read
 	// from the file at each connection, never passed on a command line.
-	// Without a file, Reshard fails at its first step (SQLSTATE F0000).
+	// Without a file, Reshard and OnlineDDL fail at their first step (SQLSTATE F0000).
 	ReplicatorUser         string
 	ReplicatorPasswordFile string
 }
@@ -131,6 +132,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	w.worker = sdkworker.New(w.temporal, workflows.TaskQueue, sdkworker.Options{})
 	workflows.Register(w.worker, w.acts)
 	replicatorActions(w.store, cfg).Register(w.worker)
+	onlineDDLActivities(w.store, cfg).Register(w.worker)
 	if err := w.worker.Start(); err != nil {
 		w.worker = nil
 		return nil, fmt.Errorf("starting the Temporal worker: %w", err)
@@ -209,9 +211,19 @@ func Run(ctx context.Context, cfg Config) error {
 // replicatorActions are the Replicator's activities, reaching shard
 // primaries at the addresses their sidecars publish.
 func replicatorActions(st *store.Store, cfg Config) *actions.Actions {
+	return &actions.Actions{Store: st, Conn: replicatorConnector(st, cfg)}
+}
+
+// onlineDDLActivities are OnlineDDL's and SchemaCheck's activities: they
+// reach shard primaries as the Replicator does, with its credentials.
+func onlineDDLActivities(st *store.Store, cfg Config) *onlineddl.Activities {
+	return &onlineddl.Activities{Store: st, Conn: replicatorConnector(st, cfg)}
+}
+
+func replicatorConnector(st *store.Store, cfg Config) actions.DiscoveryConnector {
 	user := cfg.ReplicatorUser
 	if user == "" {
 		user = "postgres"
 	}
-	return &actions.Actions{Store: st, Conn: actions.DiscoveryConnector{Store: st, User: user, PasswordFile: cfg.ReplicatorPasswordFile}}
+	return actions.DiscoveryConnector{Store: st, User: user, PasswordFile: cfg.ReplicatorPasswordFile}
 }

@@ -20,6 +20,10 @@ func Register(r worker.Registry, a *activities.Activities) {
 	// Reshard's activities are the Replicator's (package
 	// replicator/actions), registered by the worker beside these.
 	r.RegisterWorkflowWithOptions(Reshard, workflow.RegisterOptions{Name: ReshardName})
+	// OnlineDDL's and SchemaCheck's activities are package onlineddl's,
+	// registered by the worker too.
+	r.RegisterWorkflowWithOptions(OnlineDDL, workflow.RegisterOptions{Name: OnlineDDLName})
+	r.RegisterWorkflowWithOptions(SchemaCheck, workflow.RegisterOptions{Name: SchemaCheckName})
 	for name, fn := range map[string]any{
 		"InspectShard":      a.InspectShard,
 		"DrainTransactions": a.DrainTransactions,
