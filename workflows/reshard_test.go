@@ -36,7 +36,7 @@ type fakeReplicator struct {
 	// fenceErr fails FenceSources; fenced says whether a fence is up.
 	fenceErr error
 	// lagging names routers WaitRouters reports behind the revision.
-	lagging []string
+	lagging  []string
 	fenced   bool
 	buffered bool
 	// streamsEndAt: when running streams reach a fence's marker.
