@@ -139,8 +139,30 @@ func TestSwitchoverSequence(t *testing.T) {
 		t.Fatalf("candidate after the wait for replay: %q, %v", got, err)
 	}
 
+	// A switchover runs the steps up to here as local activities, which
+	// a worker that died runs again from the start (workflows/calls.go):
+	// once fenced, the drain is refused or finds nothing open, the fence
+	// answers a position the candidate has replayed, and so on.
+	if open, err := call[int](t, acts.DrainTransactions, activities.DrainInput{Shard: shard, Instance: old, Wait: time.Second}); err == nil && open != 0 {
+		t.Errorf("drain on a fenced primary: %d transactions open", open)
+	}
+	refenced := must[activities.FenceResult](t, acts.FenceInstance, activities.InstanceInput{Shard: shard, Instance: old})
+	if refenced.CurrentLSN < fenced.CurrentLSN {
+		t.Errorf("fenced again at %s, before the first fence's %s", refenced.CurrentLSN, fenced.CurrentLSN)
+	}
+	must[pgmanager.LSN](t, acts.WaitForReplay, activities.ReplayInput{Shard: shard, Instance: cand, LSN: refenced.CurrentLSN})
+
+	// The durability policy is set on the candidate while it is still a
+	// replica, and holds from its promotion on.
+	early := must[string](t, acts.ApplyDurability, activities.DurabilityInput{Shard: shard, Primary: cand})
+	if want := activities.SynchronousStandbyNames(state.Durability, cand, inspect(t).Members()); early != want || early == "" {
+		t.Errorf("standbys set on the candidate %q, want %q", early, want)
+	}
 	for range 2 { // promoting a primary succeeds at once
 		must[struct{}](t, acts.PromoteInstance, activities.InstanceInput{Shard: shard, Instance: cand})
+	}
+	if got, _ := query(t, cand, "SHOW synchronous_standby_names"); got != early {
+		t.Errorf("synchronous_standby_names on %s after its promotion = %q, want %q", cand, got, early)
 	}
 	pub := activities.PublishInput{Shard: shard, Primary: cand, Expected: state.Primary}
 	first := must[store.ShardState](t, acts.PublishPrimary, pub)

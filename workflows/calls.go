@@ -59,15 +59,52 @@ func (b budget) ctx(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// localCtx gives a step run as a local activity the same time and
+// attempts as b.
+func (b budget) localCtx(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: b.timeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    500 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    10 * time.Second,
+			MaximumAttempts:    b.attempts,
+		},
+	})
+}
+
+// runner runs one step of a workflow.
+type runner func(ctx workflow.Context, b budget, activity any, args ...any) workflow.Future
+
+// remote runs a step as an activity: the server queues it for any
+// worker, and a worker that dies while running it is noticed by its
+// heartbeat and replaced (heartbeatTimeout). Each such step costs a
+// round trip through the server and a workflow task of its own, tens of
+// milliseconds on a busy machine.
+func remote(ctx workflow.Context, b budget, activity any, args ...any) workflow.Future {
+	return workflow.ExecuteActivity(b.ctx(ctx), activity, args...)
+}
+
+// local runs a step as a local activity: in the worker running the
+// workflow task, with no round trip through the server; its result is
+// recorded with the workflow task's completion. If that worker dies
+// first, the workflow task times out and another worker runs every step
+// since the last recorded one again, so a step run this way must be
+// safe to repeat, and to repeat after the local steps that followed it
+// (switchover.go says which are).
+func local(ctx workflow.Context, b budget, activity any, args ...any) workflow.Future {
+	return workflow.ExecuteLocalActivity(b.localCtx(ctx), activity, args...)
+}
+
 func inspect(ctx workflow.Context, shard string) (activities.ShardView, error) {
 	var v activities.ShardView
 	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.InspectShard, shard).Get(ctx, &v)
 	return v, err
 }
 
-func fence(ctx workflow.Context, b budget, shard, instance string) (activities.FenceResult, error) {
+func fence(ctx workflow.Context, run runner, b budget, shard, instance string) (activities.FenceResult, error) {
 	var r activities.FenceResult
-	err := workflow.ExecuteActivity(b.ctx(ctx), acts.FenceInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, &r)
+	err := run(ctx, b, acts.FenceInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, &r)
 	return r, err
 }
 
@@ -76,10 +113,10 @@ func fence(ctx workflow.Context, b budget, shard, instance string) (activities.F
 // meanwhile, so it adds to the pause.
 const drainWait = 2 * time.Second
 
-func drain(ctx workflow.Context, shard, instance string) (int, error) {
+func drain(ctx workflow.Context, run runner, shard, instance string) (int, error) {
 	var open int
 	in := activities.DrainInput{Shard: shard, Instance: instance, Wait: drainWait}
-	err := workflow.ExecuteActivity(budget{drainWait + 5*time.Second, 1}.ctx(ctx), acts.DrainTransactions, in).Get(ctx, &open)
+	err := run(ctx, budget{drainWait + 5*time.Second, 1}, acts.DrainTransactions, in).Get(ctx, &open)
 	return open, err
 }
 
@@ -91,9 +128,9 @@ func promote(ctx workflow.Context, shard, instance string) error {
 	return workflow.ExecuteActivity(promotion.ctx(ctx), acts.PromoteInstance, activities.InstanceInput{Shard: shard, Instance: instance}).Get(ctx, nil)
 }
 
-func publish(ctx workflow.Context, in activities.PublishInput) (store.ShardState, error) {
+func publish(ctx workflow.Context, run runner, in activities.PublishInput) (store.ShardState, error) {
 	var st store.ShardState
-	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.PublishPrimary, in).Get(ctx, &st)
+	err := run(ctx, normal, acts.PublishPrimary, in).Get(ctx, &st)
 	return st, err
 }
 
@@ -112,9 +149,9 @@ func awaitStreaming(ctx workflow.Context, shard, instance, primary string) error
 	return workflow.ExecuteActivity(streaming.ctx(ctx), acts.AwaitStreaming, in).Get(ctx, nil)
 }
 
-func waitForReplay(ctx workflow.Context, shard, instance string, lsn pgmanager.LSN) error {
+func waitForReplay(ctx workflow.Context, run runner, shard, instance string, lsn pgmanager.LSN) error {
 	in := activities.ReplayInput{Shard: shard, Instance: instance, LSN: lsn}
-	return workflow.ExecuteActivity(replay.ctx(ctx), acts.WaitForReplay, in).Get(ctx, nil)
+	return run(ctx, replay, acts.WaitForReplay, in).Get(ctx, nil)
 }
 
 func applyDurability(ctx workflow.Context, shard, primary string) (string, error) {
@@ -138,16 +175,16 @@ func storeDurability(ctx workflow.Context, shard string, policy store.Durability
 	return workflow.ExecuteActivity(normal.ctx(ctx), acts.StoreDurability, in).Get(ctx, nil)
 }
 
-func setBuffer(ctx workflow.Context, shard, reason string) (time.Time, error) {
+func setBuffer(ctx workflow.Context, run runner, shard, reason string) (time.Time, error) {
 	var at time.Time
 	in := activities.BufferInput{Shard: shard, Reason: reason, For: bufferFor}
-	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.SetBuffer, in).Get(ctx, &at)
+	err := run(ctx, normal, acts.SetBuffer, in).Get(ctx, &at)
 	return at, err
 }
 
-func clearBuffer(ctx workflow.Context, shard, reason string) (time.Time, error) {
+func clearBuffer(ctx workflow.Context, run runner, shard, reason string) (time.Time, error) {
 	var at time.Time
 	in := activities.BufferInput{Shard: shard, Reason: reason}
-	err := workflow.ExecuteActivity(normal.ctx(ctx), acts.ClearBuffer, in).Get(ctx, &at)
+	err := run(ctx, normal, acts.ClearBuffer, in).Get(ctx, &at)
 	return at, err
 }

@@ -87,7 +87,7 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 		p.step("old primary %s does not answer its sidecar; not fenced", old)
 	case known && ov.Reachable:
 		p.step("fencing old primary %s", old)
-		if _, err := fence(ctx, quick, in.Shard, old); err != nil {
+		if _, err := fence(ctx, remote, quick, in.Shard, old); err != nil {
 			// Routers write only to the recorded primary, which is
 			// about to change, so an unfenced old primary gets no writes.
 			p.step("could not fence old primary %s (%s); going on", old, errText(err))
@@ -125,7 +125,7 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 		return FailoverResult{}, failed(err, "promoting %s", cand.ID)
 	}
 	p.step("publishing %s as the primary of shard %s", cand.ID, in.Shard)
-	st, err := publish(ctx, activities.PublishInput{Shard: in.Shard, Primary: cand.ID, Expected: view.State.Primary})
+	st, err := publish(ctx, remote, activities.PublishInput{Shard: in.Shard, Primary: cand.ID, Expected: view.State.Primary})
 	if err != nil {
 		return FailoverResult{}, failed(err, "%s is promoted but not published as primary (RepairShard will fence and rejoin it)", cand.ID)
 	}

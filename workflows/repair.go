@@ -66,7 +66,7 @@ func RepairShard(ctx workflow.Context, in RepairInput) (RepairResult, error) {
 			return res, nil
 		}
 		primary = reported[0]
-		st, err := publish(ctx, activities.PublishInput{Shard: in.Shard, Primary: primary})
+		st, err := publish(ctx, remote, activities.PublishInput{Shard: in.Shard, Primary: primary})
 		if err != nil {
 			return res, failed(err, "adopting %s as the primary of shard %s", primary, in.Shard)
 		}
