@@ -175,7 +175,9 @@ func TestSwitchoverSequence(t *testing.T) {
 		t.Errorf("publishing over a primary someone else moved: %v", err)
 	}
 
-	must[struct{}](t, acts.FollowPrimary, activities.FollowInput{Shard: shard, Instance: other, Primary: cand})
+	for range 2 { // run again by a worker that replaced a dead one
+		must[struct{}](t, acts.FollowPrimary, activities.FollowInput{Shard: shard, Instance: other, Primary: cand})
+	}
 	must[struct{}](t, acts.AwaitStreaming, activities.FollowInput{Shard: shard, Instance: other, Primary: cand})
 	if _, err := call[struct{}](t, acts.FollowPrimary, activities.FollowInput{Shard: shard, Instance: old, Primary: cand}); err == nil {
 		t.Error("FollowPrimary on a former primary succeeded; it needs a rewind")
@@ -230,7 +232,11 @@ func TestUnfence(t *testing.T) {
 }
 
 func TestBufferSignal(t *testing.T) {
+	first := must[time.Time](t, acts.SetBuffer, activities.BufferInput{Shard: shard, Reason: "switchover", For: 10 * time.Second})
 	set := must[time.Time](t, acts.SetBuffer, activities.BufferInput{Shard: shard, Reason: "switchover", For: 10 * time.Second})
+	if set.Before(first) {
+		t.Fatalf("set again at %v, before the first time, %v", set, first)
+	}
 	s, err := st.GetShardState(testCtx(t), shard)
 	if err != nil {
 		t.Fatal(err)
@@ -246,5 +252,10 @@ func TestBufferSignal(t *testing.T) {
 	cleared := must[time.Time](t, acts.ClearBuffer, activities.BufferInput{Shard: shard, Reason: "switchover"})
 	if s, _ := st.GetShardState(testCtx(t), shard); s.Buffer != nil || cleared.Before(set) {
 		t.Fatalf("after clearing: %+v, cleared at %v", s.Buffer, cleared)
+	}
+	// A switchover's worker that died runs these again (workflows/calls.go).
+	must[time.Time](t, acts.ClearBuffer, activities.BufferInput{Shard: shard, Reason: "switchover"})
+	if s, _ := st.GetShardState(testCtx(t), shard); s.Buffer != nil {
+		t.Fatalf("a second clearing left %+v", s.Buffer)
 	}
 }

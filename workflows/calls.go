@@ -134,9 +134,9 @@ func publish(ctx workflow.Context, run runner, in activities.PublishInput) (stor
 	return st, err
 }
 
-func follow(ctx workflow.Context, shard, instance, primary string) error {
+func follow(ctx workflow.Context, run runner, shard, instance, primary string) error {
 	in := activities.FollowInput{Shard: shard, Instance: instance, Primary: primary}
-	return workflow.ExecuteActivity(normal.ctx(ctx), acts.FollowPrimary, in).Get(ctx, nil)
+	return run(ctx, normal, acts.FollowPrimary, in).Get(ctx, nil)
 }
 
 func rewind(ctx workflow.Context, shard, instance, primary string) error {

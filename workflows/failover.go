@@ -131,7 +131,7 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 	}
 	res.NewPrimary, res.Term = cand.ID, st.Term
 
-	repoint(ctx, p, in.Shard, view, cand.ID, old)
+	repoint(ctx, remote, p, in.Shard, view, cand.ID, old)
 	p.step("restoring %s durability on %s", view.State.Durability.OrDefault(), cand.ID)
 	names, err := applyDurability(ctx, in.Shard, cand.ID)
 	if err != nil {
@@ -146,7 +146,7 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 
 // repoint points the shard's other serving replicas at a new primary. A
 // replica that cannot follow is left for RepairShard, which rewinds it.
-func repoint(ctx workflow.Context, p *progress, shard string, view activities.ShardView, primary, old string) {
+func repoint(ctx workflow.Context, run runner, p *progress, shard string, view activities.ShardView, primary, old string) {
 	for _, in := range view.Instances {
 		if in.ID == primary || in.ID == old {
 			continue
@@ -156,7 +156,7 @@ func repoint(ctx workflow.Context, p *progress, shard string, view activities.Sh
 			continue
 		}
 		p.step("pointing %s at %s", in.ID, primary)
-		if err := follow(ctx, shard, in.ID, primary); err != nil {
+		if err := follow(ctx, run, shard, in.ID, primary); err != nil {
 			p.step("could not repoint %s (%s); RepairShard will", in.ID, errText(err))
 		}
 	}

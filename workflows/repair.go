@@ -117,7 +117,7 @@ func RepairShard(ctx workflow.Context, in RepairInput) (RepairResult, error) {
 // then it is rewound. It says which it took.
 func reattach(ctx workflow.Context, p *progress, shard, instance, primary string) (string, error) {
 	p.step("pointing %s at %s", instance, primary)
-	err := follow(ctx, shard, instance, primary)
+	err := follow(ctx, remote, shard, instance, primary)
 	if err == nil {
 		p.step("waiting for %s to stream from %s", instance, primary)
 		if err = awaitStreaming(ctx, shard, instance, primary); err == nil {

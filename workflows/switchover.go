@@ -143,6 +143,10 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	// set anew, the drain is refused by the fenced sidecar and skipped,
 	// the fence is a no-op answering the old primary's position, which
 	// the candidate, still streaming from it, replays.
+	// The steps after the promotion up to the buffer's clearing are
+	// local too, and as harmless to run again from the promotion on:
+	// the candidate is found published already, a replica already
+	// following it is left streaming, a cleared buffer stays cleared.
 	var durability workflow.Future
 	if useLocal {
 		// synchronous_standby_names does nothing on a replica and is
@@ -181,16 +185,16 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	var durErr error
 	switch {
 	case useLocal:
-		repoint(ctx, p, in.Shard, view, cand, old)
+		repoint(ctx, run, p, in.Shard, view, cand, old)
 		names, durErr = awaitDurability(ctx, durability)
 	case workflow.GetVersion(ctx, parallelSteps, workflow.DefaultVersion, 1) == workflow.DefaultVersion:
-		repoint(ctx, p, in.Shard, view, cand, old)
+		repoint(ctx, remote, p, in.Shard, view, cand, old)
 		p.step("restoring %s durability on %s", view.State.Durability.OrDefault(), cand)
 		names, durErr = applyDurability(ctx, in.Shard, cand)
 	default:
 		p.step("restoring %s durability on %s", view.State.Durability.OrDefault(), cand)
 		durability := startDurability(ctx, in.Shard, cand)
-		repoint(ctx, p, in.Shard, view, cand, old)
+		repoint(ctx, remote, p, in.Shard, view, cand, old)
 		names, durErr = awaitDurability(ctx, durability)
 	}
 	if durErr == nil {
