@@ -113,9 +113,18 @@ func fence(ctx workflow.Context, run runner, b budget, shard, instance string) (
 // meanwhile, so it adds to the pause.
 const drainWait = 2 * time.Second
 
+// drainQuiet is how long no client statement may have run on the old
+// primary before a switchover fences it: routers that have not seen the
+// buffer signal yet still send statements there, which the fence would
+// end or refuse. Once the steps of the pause stopped being a round trip
+// each, the fence came 10-100 ms after the signal, and under load a
+// writer saw a statement refused (57P03) and one ended (08006). On an
+// idle shard it adds nothing; under writers, at most itself.
+const drainQuiet = 50 * time.Millisecond
+
 func drain(ctx workflow.Context, run runner, shard, instance string) (int, error) {
 	var open int
-	in := activities.DrainInput{Shard: shard, Instance: instance, Wait: drainWait}
+	in := activities.DrainInput{Shard: shard, Instance: instance, Wait: drainWait, Quiet: drainQuiet}
 	err := run(ctx, budget{drainWait + 5*time.Second, 1}, acts.DrainTransactions, in).Get(ctx, &open)
 	return open, err
 }
