@@ -32,12 +32,15 @@ type DrainInput struct {
 // idle-in-transaction session counts. pgmanager's own status queries
 // (application_name pgmanager, polled every second by the sidecar's
 // health loop) are not clients' work: counted, they made a drain see a
-// transaction in about one poll in 300.
-const openTransactions = `SELECT count(*) FILTER (WHERE xact_start IS NOT NULL),
+// transaction in about one poll in 300. Nor are the drain's own earlier
+// polls, which the sidecar may have run on other pooled backends: each
+// would look like a statement just run; they are told by their text.
+const openTransactions = `/* tessera drain */ SELECT count(*) FILTER (WHERE xact_start IS NOT NULL),
   COALESCE(floor(EXTRACT(epoch FROM clock_timestamp() - max(state_change)) * 1000), 1000000000)::bigint
 FROM pg_catalog.pg_stat_activity
 WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
-  AND application_name IS DISTINCT FROM 'pgmanager'`
+  AND application_name IS DISTINCT FROM 'pgmanager'
+  AND query NOT LIKE '/* tessera drain */%'`
 
 // DrainTransactions waits, up to in.Wait, until no client transaction is
 // open on the instance and, when in.Quiet is set, no client statement has
