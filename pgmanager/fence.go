@@ -12,7 +12,8 @@ import (
 // switchover or after a lost primary comes back: ALTER SYSTEM SET
 // default_transaction_read_only = on, reload (and wait until it is in
 // effect), then terminate every client session except pgmanager's own,
-// wait until they are gone, and flush the WAL (flushWAL). Sessions
+// wait until they are gone, and, if it was not fenced before, flush the
+// WAL (flushWAL). Sessions
 // opened before the reload keep their old default and might be inside a
 // write transaction, which is why they are ended rather than left to
 // finish; walsenders are not
@@ -31,6 +32,12 @@ func (i *Instance) Fence(ctx context.Context) error {
 		return fmt.Errorf("pgmanager: Fence: %w", err)
 	}
 	defer c.Close(ctx)
+	// This session started with the server's setting: "on" means the
+	// instance was fenced before this call.
+	var was string
+	if err := c.QueryRow(ctx, "SELECT current_setting('default_transaction_read_only')").Scan(&was); err != nil {
+		return fmt.Errorf("pgmanager: Fence: %w", err)
+	}
 	on := "on"
 	if err := alterSystem(ctx, c, "default_transaction_read_only", &on, "on"); err != nil {
 		return err
@@ -73,8 +80,16 @@ func (i *Instance) Fence(ctx context.Context) error {
 			}
 		}
 	}
-	if err := flushWAL(ctx, c); err != nil {
-		return fmt.Errorf("pgmanager: Fence: flushing WAL: %w", err)
+	// Only the call that fences writes WAL to flush it. Fencing again
+	// (a retry, a deposed primary's sidecar fencing it once the new
+	// primary is published) must write none: the other replicas, which
+	// may still stream from this instance until they are repointed,
+	// would receive it past the point where the new primary's history
+	// forked, and could not follow it without a rewind.
+	if was != "on" {
+		if err := flushWAL(ctx, c); err != nil {
+			return fmt.Errorf("pgmanager: Fence: flushing WAL: %w", err)
+		}
 	}
 	i.log.Info("fenced", "terminated_sessions", len(pids))
 	return nil

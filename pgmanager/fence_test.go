@@ -74,4 +74,15 @@ func TestFenceFlushesTheWAL(t *testing.T) {
 	if flushed < st.CurrentLSN {
 		t.Errorf("after Fence, WAL is flushed up to %s, short of the reported position %s", flushed, st.CurrentLSN)
 	}
+
+	// Fencing again writes no WAL: replicas still streaming from a
+	// deposed primary whose sidecar fences it again would receive it
+	// past the new primary's fork point.
+	before := mustQuery(t, inst, "SELECT pg_current_wal_insert_lsn()::text")
+	if err := inst.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := mustQuery(t, inst, "SELECT pg_current_wal_insert_lsn()::text"); after != before {
+		t.Errorf("fencing a fenced instance wrote WAL: %s, then %s", before, after)
+	}
 }
