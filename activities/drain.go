@@ -19,24 +19,40 @@ type DrainInput struct {
 	Instance string
 	// Wait bounds the wait.
 	Wait time.Duration
+	// Quiet, when set, is how long no client statement may have run on
+	// the instance before the drain counts it as drained (quietness).
+	Quiet time.Duration
 }
 
 // openTransactions counts the client transactions open on an instance,
-// its own query's excepted. Routers keep a transaction's backend for the
-// whole transaction, so an idle-in-transaction session counts. pgmanager's
-// own status queries (application_name pgmanager, polled every second by
-// the sidecar's health loop) are not clients' work: counted, they made a
-// drain see a transaction in about one poll in 300.
-const openTransactions = `SELECT count(*) FROM pg_catalog.pg_stat_activity
-WHERE backend_type = 'client backend' AND xact_start IS NOT NULL AND pid <> pg_backend_pid()
-  AND application_name IS DISTINCT FROM 'pgmanager'`
+// its own query's excepted, and says how many milliseconds ago a client
+// backend last started or ended a statement (state_change, by the
+// instance's own clock; a large number when none has). Routers keep a
+// transaction's backend for the whole transaction, so an
+// idle-in-transaction session counts. pgmanager's own status queries
+// (application_name pgmanager, polled every second by the sidecar's
+// health loop) are not clients' work: counted, they made a drain see a
+// transaction in about one poll in 300. Nor are the drain's own earlier
+// polls, which the sidecar may have run on other pooled backends: each
+// would look like a statement just run; they are told by their text.
+const openTransactions = `/* tessera drain */ SELECT count(*) FILTER (WHERE xact_start IS NOT NULL),
+  COALESCE(floor(EXTRACT(epoch FROM clock_timestamp() - max(state_change)) * 1000), 1000000000)::bigint
+FROM pg_catalog.pg_stat_activity
+WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+  AND application_name IS DISTINCT FROM 'pgmanager'
+  AND query NOT LIKE '/* tessera drain */%'`
 
 // DrainTransactions waits, up to in.Wait, until no client transaction is
-// open on the instance, and returns how many still were when it stopped
-// waiting. A switchover calls it once routers hold the shard's new
-// statements and before it fences the old primary, which ends every
+// open on the instance and, when in.Quiet is set, no client statement has
+// run there for in.Quiet, and returns how many transactions were still
+// open when it stopped waiting. A switchover calls it once it has set the
+// buffer signal and before it fences the old primary, which ends every
 // session: transactions that were under way then finish instead of
-// failing.
+// failing. The quiet time covers routers that have not seen the signal
+// yet: their statements still reach the instance, and would be ended by
+// the fence or refused by the fenced sidecar (57P03, which a router
+// buffers only when its quiet time between episodes allows it). On an
+// idle instance it adds nothing.
 func (a *Activities) DrainTransactions(ctx context.Context, in DrainInput) (int, error) {
 	defer heartbeating(ctx)()
 	_, c, err := a.dial(ctx, in.Shard, in.Instance)
@@ -58,27 +74,31 @@ func (a *Activities) DrainTransactions(ctx context.Context, in DrainInput) (int,
 		}); err != nil {
 			return 0, sidecarError("counting open transactions on", in.Instance, err)
 		}
-		open, err := countFrom(answer)
+		row, err := integersFrom(answer, 2)
 		if err != nil {
 			return 0, failure(connectionFailure, "counting open transactions on %s: %v", in.Instance, err)
 		}
+		open, quietFor := int(row[0]), time.Duration(row[1])*time.Millisecond
 		activity.RecordHeartbeat(ctx, open)
-		if open == 0 || !time.Now().Before(deadline) {
+		if (open == 0 && quietFor >= in.Quiet) || !time.Now().Before(deadline) {
 			return open, nil
 		}
 		select {
 		case <-ctx.Done():
 			return open, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(drainPoll):
 		}
 	}
 }
 
-var errMalformedRow = errors.New("the answer is not one row with one integer")
+// drainPoll is how often DrainTransactions looks again.
+const drainPoll = 10 * time.Millisecond
 
-// countFrom reads the single integer of a one-row answer, or its error.
-func countFrom(answer []byte) (int, error) {
-	n, found := 0, false
+var errMalformedRow = errors.New("the answer is not one row of integers")
+
+// integersFrom reads the n integers of a one-row answer, or its error.
+func integersFrom(answer []byte, n int) ([]int64, error) {
+	var row []int64
 	var firstErr error
 	err := pgwire.Messages(answer, func(typ byte, msg []byte) error {
 		switch typ {
@@ -87,29 +107,37 @@ func countFrom(answer []byte) (int, error) {
 				firstErr = pgwire.ParseError(msg)
 			}
 		case 'D':
-			// Type, length, column count (1), value length, value.
-			if len(msg) < 11 || binary.BigEndian.Uint16(msg[5:]) != 1 {
+			// Type, length, column count, then each value's length
+			// and value.
+			if row != nil || len(msg) < 7 || int(binary.BigEndian.Uint16(msg[5:])) != n {
 				return errMalformedRow
 			}
-			size := int(int32(binary.BigEndian.Uint32(msg[7:])))
-			if size < 0 || 11+size > len(msg) {
-				return errMalformedRow
+			rest := msg[7:]
+			for range n {
+				if len(rest) < 4 {
+					return errMalformedRow
+				}
+				size := int(int32(binary.BigEndian.Uint32(rest)))
+				if size < 0 || 4+size > len(rest) {
+					return errMalformedRow
+				}
+				v, err := strconv.ParseInt(string(rest[4:4+size]), 10, 64)
+				if err != nil {
+					return err
+				}
+				row = append(row, v)
+				rest = rest[4+size:]
 			}
-			v, err := strconv.Atoi(string(msg[11 : 11+size]))
-			if err != nil {
-				return err
-			}
-			n, found = v, true
 		}
 		return nil
 	})
 	switch {
 	case err != nil:
-		return 0, err
+		return nil, err
 	case firstErr != nil:
-		return 0, firstErr
-	case !found:
-		return 0, errMalformedRow
+		return nil, firstErr
+	case row == nil:
+		return nil, errMalformedRow
 	}
-	return n, nil
+	return row, nil
 }

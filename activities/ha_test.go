@@ -139,8 +139,30 @@ func TestSwitchoverSequence(t *testing.T) {
 		t.Fatalf("candidate after the wait for replay: %q, %v", got, err)
 	}
 
+	// A switchover runs the steps up to here as local activities, which
+	// a worker that died runs again from the start (workflows/calls.go):
+	// once fenced, the drain is refused or finds nothing open, the fence
+	// answers a position the candidate has replayed, and so on.
+	if open, err := call[int](t, acts.DrainTransactions, activities.DrainInput{Shard: shard, Instance: old, Wait: time.Second}); err == nil && open != 0 {
+		t.Errorf("drain on a fenced primary: %d transactions open", open)
+	}
+	refenced := must[activities.FenceResult](t, acts.FenceInstance, activities.InstanceInput{Shard: shard, Instance: old})
+	if refenced.CurrentLSN < fenced.CurrentLSN {
+		t.Errorf("fenced again at %s, before the first fence's %s", refenced.CurrentLSN, fenced.CurrentLSN)
+	}
+	must[pgmanager.LSN](t, acts.WaitForReplay, activities.ReplayInput{Shard: shard, Instance: cand, LSN: refenced.CurrentLSN})
+
+	// The durability policy is set on the candidate while it is still a
+	// replica, and holds from its promotion on.
+	early := must[string](t, acts.ApplyDurability, activities.DurabilityInput{Shard: shard, Primary: cand})
+	if want := activities.SynchronousStandbyNames(state.Durability, cand, inspect(t).Members()); early != want || early == "" {
+		t.Errorf("standbys set on the candidate %q, want %q", early, want)
+	}
 	for range 2 { // promoting a primary succeeds at once
 		must[struct{}](t, acts.PromoteInstance, activities.InstanceInput{Shard: shard, Instance: cand})
+	}
+	if got, _ := query(t, cand, "SHOW synchronous_standby_names"); got != early {
+		t.Errorf("synchronous_standby_names on %s after its promotion = %q, want %q", cand, got, early)
 	}
 	pub := activities.PublishInput{Shard: shard, Primary: cand, Expected: state.Primary}
 	first := must[store.ShardState](t, acts.PublishPrimary, pub)
@@ -153,7 +175,9 @@ func TestSwitchoverSequence(t *testing.T) {
 		t.Errorf("publishing over a primary someone else moved: %v", err)
 	}
 
-	must[struct{}](t, acts.FollowPrimary, activities.FollowInput{Shard: shard, Instance: other, Primary: cand})
+	for range 2 { // run again by a worker that replaced a dead one
+		must[struct{}](t, acts.FollowPrimary, activities.FollowInput{Shard: shard, Instance: other, Primary: cand})
+	}
 	must[struct{}](t, acts.AwaitStreaming, activities.FollowInput{Shard: shard, Instance: other, Primary: cand})
 	if _, err := call[struct{}](t, acts.FollowPrimary, activities.FollowInput{Shard: shard, Instance: old, Primary: cand}); err == nil {
 		t.Error("FollowPrimary on a former primary succeeded; it needs a rewind")
@@ -208,7 +232,11 @@ func TestUnfence(t *testing.T) {
 }
 
 func TestBufferSignal(t *testing.T) {
+	first := must[time.Time](t, acts.SetBuffer, activities.BufferInput{Shard: shard, Reason: "switchover", For: 10 * time.Second})
 	set := must[time.Time](t, acts.SetBuffer, activities.BufferInput{Shard: shard, Reason: "switchover", For: 10 * time.Second})
+	if set.Before(first) {
+		t.Fatalf("set again at %v, before the first time, %v", set, first)
+	}
 	s, err := st.GetShardState(testCtx(t), shard)
 	if err != nil {
 		t.Fatal(err)
@@ -224,5 +252,10 @@ func TestBufferSignal(t *testing.T) {
 	cleared := must[time.Time](t, acts.ClearBuffer, activities.BufferInput{Shard: shard, Reason: "switchover"})
 	if s, _ := st.GetShardState(testCtx(t), shard); s.Buffer != nil || cleared.Before(set) {
 		t.Fatalf("after clearing: %+v, cleared at %v", s.Buffer, cleared)
+	}
+	// A switchover's worker that died runs these again (workflows/calls.go).
+	must[time.Time](t, acts.ClearBuffer, activities.BufferInput{Shard: shard, Reason: "switchover"})
+	if s, _ := st.GetShardState(testCtx(t), shard); s.Buffer != nil {
+		t.Fatalf("a second clearing left %+v", s.Buffer)
 	}
 }

@@ -17,6 +17,11 @@ import (
 // pollInterval is how often the waits look again.
 const pollInterval = 100 * time.Millisecond
 
+// replayPoll is how often WaitForReplay looks again. It waits inside a
+// switchover's pause, while routers hold the shard's statements, and
+// each look is one Status call (a few milliseconds), so it looks often.
+const replayPoll = 10 * time.Millisecond
+
 // InstanceInput names one instance of a shard.
 type InstanceInput struct {
 	Shard    string
@@ -158,7 +163,7 @@ func (a *Activities) WaitForReplay(ctx context.Context, in ReplayInput) (pgmanag
 		select {
 		case <-ctx.Done():
 			return replayed, failure(queryCanceled, "%s replayed WAL up to %s, not %s, in time", in.Instance, replayed, in.LSN)
-		case <-time.After(pollInterval):
+		case <-time.After(replayPoll):
 		}
 	}
 }

@@ -179,6 +179,8 @@ func TestPlannedSwitchoverUnderPgbench(t *testing.T) {
 	berr := bench.Wait()
 	probe.finish()
 	t.Logf("switchover %s -> %s (term %d), buffer held %d ms; steps: %s", res.OldPrimary, res.NewPrimary, res.Term, res.PauseMillis, strings.Join(res.Steps, "; "))
+	steps, _ := activityTimes(t, run.GetID(), run.GetRunID())
+	t.Logf("step times: %s; load average: %s", steps, loadAverage())
 	t.Logf("probe writers: %v", probe)
 	t.Logf("pgbench:\n%s", out.String())
 	if berr != nil {

@@ -26,6 +26,7 @@ type writers struct {
 	codes   map[string]int        // SQLSTATE ("" for none: a client-side failure) -> count
 	lastAck map[int]time.Time     // per writer
 	maxGap  time.Duration         // longest stretch without an ack, over writers
+	gapEnd  time.Time             // when maxGap ended
 	gaps    map[int]time.Duration // longest stretch without an ack, per writer
 	since   time.Time             // when the disturbance began (set by the test)
 
@@ -86,7 +87,9 @@ func (w *writers) loop(i int, conn *pgx.Conn) {
 			continue
 		}
 		w.acked = append(w.acked, id)
-		w.maxGap = max(w.maxGap, now.Sub(w.lastAck[i]))
+		if gap := now.Sub(w.lastAck[i]); gap > w.maxGap {
+			w.maxGap, w.gapEnd = gap, now
+		}
 		w.gaps[i] = max(w.gaps[i], now.Sub(w.lastAck[i]))
 		w.lastAck[i] = now
 		w.mu.Unlock()
@@ -112,6 +115,14 @@ func (w *writers) longestGap() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.maxGap
+}
+
+// longestGapEnd is when the longest gap since the disturbance began
+// ended: the first acknowledged write after it.
+func (w *writers) longestGapEnd() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gapEnd
 }
 
 // gapsByWriter is each writer's longest time without an acknowledged

@@ -47,3 +47,42 @@ func TestFence(t *testing.T) {
 		t.Fatalf("Status after Unfence = %+v, %v", st, err)
 	}
 }
+
+// Fence leaves no WAL unflushed: walsenders send only flushed WAL, and a
+// switchover's candidate must receive everything up to the position the
+// fence reports. A read right after a checkpoint sets hint bits, which
+// with data checksums logs full page images that nobody flushes until
+// the WAL writer's next round.
+func TestFenceFlushesTheWAL(t *testing.T) {
+	t.Parallel()
+	inst := startPrimary(t, "fence-flush", nil)
+	ctx := testCtx(t)
+	execSQL(t, inst, "CREATE TABLE h AS SELECT g AS id FROM generate_series(1, 10000) g")
+	execSQL(t, inst, "CHECKPOINT")
+	mustQuery(t, inst, "SELECT count(*)::text FROM h")
+	if err := inst.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := inst.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flushed, err := ParseLSN(mustQuery(t, inst, "SELECT pg_current_wal_flush_lsn()::text"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flushed < st.CurrentLSN {
+		t.Errorf("after Fence, WAL is flushed up to %s, short of the reported position %s", flushed, st.CurrentLSN)
+	}
+
+	// Fencing again writes no WAL: replicas still streaming from a
+	// deposed primary whose sidecar fences it again would receive it
+	// past the new primary's fork point.
+	before := mustQuery(t, inst, "SELECT pg_current_wal_insert_lsn()::text")
+	if err := inst.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := mustQuery(t, inst, "SELECT pg_current_wal_insert_lsn()::text"); after != before {
+		t.Errorf("fencing a fenced instance wrote WAL: %s, then %s", before, after)
+	}
+}

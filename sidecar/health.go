@@ -106,6 +106,15 @@ func (s *Server) monitor(ctx context.Context) {
 
 // observe reads the instance's state.
 func (s *Server) observe(ctx context.Context) *pb.HealthStatus {
+	st, _, _ := s.observeStatus(ctx)
+	return st
+}
+
+// observeStatus is observe that also returns what Postgres said, or an
+// error when it said nothing, so that an operation's answer
+// (instanceStatus) takes one look at Postgres rather than two: each look
+// is a connection of its own, and a switchover's steps wait on them.
+func (s *Server) observeStatus(ctx context.Context) (*pb.HealthStatus, pgmanager.Status, error) {
 	st := &pb.HealthStatus{
 		InstanceId:     s.cfg.InstanceID,
 		ShardUid:       s.cfg.ShardUID,
@@ -125,13 +134,13 @@ func (s *Server) observe(ctx context.Context) *pb.HealthStatus {
 	ps, err := s.cfg.Manager.Status(ctx)
 	if err != nil {
 		st.Error = err.Error()
-		return st
+		return st, ps, err
 	}
 	if ps.Running && s.fence.observed(gen, ps) {
 		s.kickDepose()
 	}
 	fillHealth(st, ps, s.fence.closed.Load())
-	return st
+	return st, ps, nil
 }
 
 // observeTimeout bounds one look at Postgres: longer, and it does not

@@ -23,13 +23,9 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.InstanceS
 }
 
 func (s *Server) instanceStatus(ctx context.Context) (*pb.InstanceStatus, error) {
-	h := s.observe(ctx)
+	h, ps, err := s.observeStatus(ctx)
 	out := &pb.InstanceStatus{Health: h, PostgresAddr: s.cfg.PostgresAddr}
-	if h.Error != "" {
-		return out, nil
-	}
-	ps, err := s.cfg.Manager.Status(ctx)
-	if err != nil {
+	if err != nil || h.Error != "" {
 		return out, nil
 	}
 	out.SynchronousStandbyNames = ps.SynchronousStandbyNames

@@ -89,7 +89,7 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 	case known && ov.Reachable:
 		op.enter(ctx, PhaseFencing)
 		p.step("fencing old primary %s", old)
-		if _, err := fence(ctx, quick, in.Shard, old); err != nil {
+		if _, err := fence(ctx, remote, quick, in.Shard, old); err != nil {
 			// Routers write only to the recorded primary, which is
 			// about to change, so an unfenced old primary gets no writes.
 			p.step("could not fence old primary %s (%s); going on", old, errText(err))
@@ -130,14 +130,14 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 	}
 	op.enter(ctx, PhasePublishing)
 	p.step("publishing %s as the primary of shard %s", cand.ID, in.Shard)
-	st, err := publish(ctx, activities.PublishInput{Shard: in.Shard, Primary: cand.ID, Expected: view.State.Primary})
+	st, err := publish(ctx, remote, activities.PublishInput{Shard: in.Shard, Primary: cand.ID, Expected: view.State.Primary})
 	if err != nil {
 		return FailoverResult{}, failed(err, "%s is promoted but not published as primary (RepairShard will fence and rejoin it)", cand.ID)
 	}
 	res.NewPrimary, res.Term = cand.ID, st.Term
 
 	op.enter(ctx, PhaseRepointing)
-	repoint(ctx, p, in.Shard, view, cand.ID, old)
+	repoint(ctx, remote, p, in.Shard, view, cand.ID, old)
 	p.step("restoring %s durability on %s", view.State.Durability.OrDefault(), cand.ID)
 	names, err := applyDurability(ctx, in.Shard, cand.ID)
 	if err != nil {
@@ -152,7 +152,7 @@ func Failover(ctx workflow.Context, in FailoverInput) (FailoverResult, error) {
 
 // repoint points the shard's other serving replicas at a new primary. A
 // replica that cannot follow is left for RepairShard, which rewinds it.
-func repoint(ctx workflow.Context, p *progress, shard string, view activities.ShardView, primary, old string) {
+func repoint(ctx workflow.Context, run runner, p *progress, shard string, view activities.ShardView, primary, old string) {
 	for _, in := range view.Instances {
 		if in.ID == primary || in.ID == old {
 			continue
@@ -162,7 +162,7 @@ func repoint(ctx workflow.Context, p *progress, shard string, view activities.Sh
 			continue
 		}
 		p.step("pointing %s at %s", in.ID, primary)
-		if err := follow(ctx, shard, in.ID, primary); err != nil {
+		if err := follow(ctx, run, shard, in.ID, primary); err != nil {
 			p.step("could not repoint %s (%s); RepairShard will", in.ID, errText(err))
 		}
 	}

@@ -199,8 +199,9 @@ func (f *fakeShard) stub() {
 		}
 		if n.Role == store.RoleReplica {
 			n.Role, n.Writable, n.following = store.RolePrimary, !n.Fenced, ""
+			// synchronous_standby_names stays as it was: Postgres
+			// keeps it across the promotion.
 			n.CurrentLSN, n.ReceiveLSN, n.ReplayLSN = n.Held(), 0, 0
-			n.SynchronousStandbyNames = ""
 		}
 		return nil
 	})

@@ -81,7 +81,7 @@ func Rejoin(ctx workflow.Context, in RejoinInput) (RejoinResult, error) {
 func rejoinAsReplica(ctx workflow.Context, p *progress, shard, instance, primary string, mayWrite bool) error {
 	if mayWrite {
 		p.step("fencing %s, which still acts as a primary", instance)
-		if _, err := fence(ctx, normal, shard, instance); err != nil {
+		if _, err := fence(ctx, remote, normal, shard, instance); err != nil {
 			return err
 		}
 	}

@@ -66,7 +66,7 @@ func RepairShard(ctx workflow.Context, in RepairInput) (RepairResult, error) {
 			return res, nil
 		}
 		primary = reported[0]
-		st, err := publish(ctx, activities.PublishInput{Shard: in.Shard, Primary: primary})
+		st, err := publish(ctx, remote, activities.PublishInput{Shard: in.Shard, Primary: primary})
 		if err != nil {
 			return res, failed(err, "adopting %s as the primary of shard %s", primary, in.Shard)
 		}
@@ -117,7 +117,7 @@ func RepairShard(ctx workflow.Context, in RepairInput) (RepairResult, error) {
 // then it is rewound. It says which it took.
 func reattach(ctx workflow.Context, p *progress, shard, instance, primary string) (string, error) {
 	p.step("pointing %s at %s", instance, primary)
-	err := follow(ctx, shard, instance, primary)
+	err := follow(ctx, remote, shard, instance, primary)
 	if err == nil {
 		p.step("waiting for %s to stream from %s", instance, primary)
 		if err = awaitStreaming(ctx, shard, instance, primary); err == nil {

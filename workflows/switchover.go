@@ -19,6 +19,13 @@ const bufferFor = 10 * time.Second
 // the replicas and restores durability side by side.
 const parallelSteps = "switchover-parallel-repoint-durability"
 
+// localSteps is the workflow version from which a switchover runs the
+// short steps of its pause as local activities (calls.go) and sets the
+// durability policy on the candidate alongside its promotion: each
+// activity round trip through the server cost 50-150 ms of the pause on
+// a busy 2-core machine (docs/operations.md has the figures).
+const localSteps = "switchover-local-steps"
+
 // bufferReason marks the buffer signal as a switchover's.
 const bufferReason = "switchover"
 
@@ -77,9 +84,18 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	}
 	res := SwitchoverResult{OldPrimary: old, NewPrimary: cand, Term: view.State.Term}
 
+	// Switchovers started before localSteps replay as they ran: every
+	// step an activity of its own, durability restored after the
+	// publication.
+	useLocal := workflow.GetVersion(ctx, localSteps, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	run := remote
+	if useLocal {
+		run = local
+	}
+
 	op.enter(ctx, PhaseDraining)
 	p.step("asking routers to hold shard %s's statements", in.Shard)
-	bufferedAt, err := setBuffer(ctx, in.Shard, bufferReason)
+	bufferedAt, err := setBuffer(ctx, run, in.Shard, bufferReason)
 	if err != nil {
 		return SwitchoverResult{}, failed(err, "setting the buffer signal of shard %s", in.Shard)
 	}
@@ -97,14 +113,14 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 			}
 		}
 		p.step("letting routers resume shard %s", in.Shard)
-		if _, err := clearBuffer(uctx, in.Shard, bufferReason); err != nil {
+		if _, err := clearBuffer(uctx, remote, in.Shard, bufferReason); err != nil {
 			p.step("could not clear the buffer signal: %s", errText(err))
 		}
 		return SwitchoverResult{}, failed(cause, format, args...)
 	}
 
 	p.step("letting transactions open on %s finish (up to %s)", old, drainWait)
-	if open, err := drain(ctx, in.Shard, old); err != nil {
+	if open, err := drain(ctx, run, in.Shard, old); err != nil {
 		p.step("could not count open transactions on %s (%s); going on", old, errText(err))
 	} else if open > 0 {
 		p.step("%d transactions still open on %s end with the fence", open, old)
@@ -113,7 +129,7 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	p.step("fencing old primary %s", old)
 	// Set before the call: a fence whose answer was lost still fenced.
 	fenced = true
-	fr, err := fence(ctx, normal, in.Shard, old)
+	fr, err := fence(ctx, run, normal, in.Shard, old)
 	if err != nil {
 		return undo(err, "fencing %s", old)
 	}
@@ -122,20 +138,44 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	}
 	op.enter(ctx, PhaseReplaying)
 	p.step("waiting for %s to replay up to %s", cand, fr.CurrentLSN)
-	if err := waitForReplay(ctx, in.Shard, cand, fr.CurrentLSN); err != nil {
+	if err := waitForReplay(ctx, run, in.Shard, cand, fr.CurrentLSN); err != nil {
 		return undo(err, "waiting for %s to replay up to %s", cand, fr.CurrentLSN)
+	}
+	// Promotion is the first step after which the steps before it
+	// could not run again: it is an activity (retried, also on another
+	// worker, and harmless to repeat), and scheduling it records the
+	// local steps before it. Until then a worker that died leaves them
+	// to run again from the buffer on, which is harmless: the buffer is
+	// set anew, the drain is refused by the fenced sidecar and skipped,
+	// the fence is a no-op answering the old primary's position, which
+	// the candidate, still streaming from it, replays.
+	// The steps after the promotion up to the buffer's clearing are
+	// local too, and as harmless to run again from the promotion on:
+	// the candidate is found published already, a replica already
+	// following it is left streaming, a cleared buffer stays cleared.
+	var durability workflow.Future
+	if useLocal {
+		// synchronous_standby_names does nothing on a replica and is
+		// in effect from the promotion on, so setting it alongside the
+		// promotion takes it off the pause without a moment in which
+		// the new primary acknowledges commits alone; if the switchover
+		// is undone, the candidate stays a replica, where it is inert.
+		p.step("setting %s durability on %s, in effect from its promotion", view.State.Durability.OrDefault(), cand)
+		durability = startDurability(ctx, in.Shard, cand)
 	}
 	op.enter(ctx, PhasePromoting)
 	p.step("promoting %s", cand)
 	if err := promote(ctx, in.Shard, cand); err != nil {
+		awaitStarted(ctx, durability)
 		return undo(err, "promoting %s", cand)
 	}
 	op.enter(ctx, PhasePublishing)
 	p.step("publishing %s as the primary of shard %s", cand, in.Shard)
-	st, err := publish(ctx, activities.PublishInput{Shard: in.Shard, Primary: cand, Expected: view.State.Primary})
+	st, err := publish(ctx, run, activities.PublishInput{Shard: in.Shard, Primary: cand, Expected: view.State.Primary})
 	if err != nil {
 		// Routers still write to the old primary: give it back its
 		// writes; RepairShard rejoins the promoted candidate.
+		awaitStarted(ctx, durability)
 		return undo(err, "publishing %s", cand)
 	}
 	res.Term = st.Term
@@ -147,18 +187,23 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	// standby streaming from it). Neither step needs the other, so since
 	// parallelSteps they run side by side, which shortens the pause by
 	// the shorter of the two; the version keeps switchovers started
-	// before it replaying as they ran.
+	// before it replaying as they ran. Since localSteps the durability
+	// step started before the promotion.
 	op.enter(ctx, PhaseRepointing)
 	var names string
 	var durErr error
-	if workflow.GetVersion(ctx, parallelSteps, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		repoint(ctx, p, in.Shard, view, cand, old)
+	switch {
+	case useLocal:
+		repoint(ctx, run, p, in.Shard, view, cand, old)
+		names, durErr = awaitDurability(ctx, durability)
+	case workflow.GetVersion(ctx, parallelSteps, workflow.DefaultVersion, 1) == workflow.DefaultVersion:
+		repoint(ctx, remote, p, in.Shard, view, cand, old)
 		p.step("restoring %s durability on %s", view.State.Durability.OrDefault(), cand)
 		names, durErr = applyDurability(ctx, in.Shard, cand)
-	} else {
+	default:
 		p.step("restoring %s durability on %s", view.State.Durability.OrDefault(), cand)
 		durability := startDurability(ctx, in.Shard, cand)
-		repoint(ctx, p, in.Shard, view, cand, old)
+		repoint(ctx, remote, p, in.Shard, view, cand, old)
 		names, durErr = awaitDurability(ctx, durability)
 	}
 	if durErr == nil {
@@ -168,7 +213,7 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	// for: they resume before it.
 	op.enter(ctx, PhaseResuming)
 	p.step("letting routers resume shard %s", in.Shard)
-	resumedAt, err := clearBuffer(ctx, in.Shard, bufferReason)
+	resumedAt, err := clearBuffer(ctx, run, in.Shard, bufferReason)
 	if err != nil {
 		return SwitchoverResult{}, failed(err, "%s is the primary (term %d) but the buffer signal was not cleared (routers resume at its deadline)", cand, st.Term)
 	}
@@ -183,6 +228,14 @@ func Switchover(ctx workflow.Context, in SwitchoverInput) (SwitchoverResult, err
 	op.enter(ctx, PhaseDone)
 	res.Steps = p.steps
 	return res, nil
+}
+
+// awaitStarted waits for a step started alongside others, if one was,
+// whatever its outcome: a workflow that ends leaves none running.
+func awaitStarted(ctx workflow.Context, f workflow.Future) {
+	if f != nil {
+		_ = f.Get(ctx, nil)
+	}
 }
 
 // switchoverCandidate checks the asked-for candidate, or picks one.

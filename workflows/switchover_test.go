@@ -65,6 +65,11 @@ func TestSwitchoverMovesThePrimary(t *testing.T) {
 	if !slices.Equal(order, want) {
 		t.Errorf("steps ran in order %q, want %q", order, want)
 	}
+	// The durability policy is set on the candidate alongside its
+	// promotion, and holds before routers resume.
+	if d, c := slices.Index(f.calls, "ApplyDurability c"), slices.Index(f.calls, "ClearBuffer s1"); d < 0 || d > c {
+		t.Errorf("durability applied at step %d, the buffer cleared at step %d: %q", d, c, f.calls)
+	}
 }
 
 func TestSwitchoverToTheAskedCandidate(t *testing.T) {
