@@ -52,7 +52,7 @@ func cutoverStep(ctx workflow.Context, timeout time.Duration, attempts int32, fo
 // cutoverInput is the input of a cutover of from's sources to its
 // targets: the forward plan (SwitchTraffic) or its reverse.
 func (r *reshard) cutoverInput(ctx workflow.Context, from ReshardPlan) CutoverInput {
-	limit := r.in.MaxLagBytes
+	limit := r.in.maxLagBytes
 	if limit <= 0 {
 		limit = defaultMaxLagBytes
 	}
