@@ -20,6 +20,7 @@ func Register(r worker.Registry, a *activities.Activities) {
 	// Reshard's activities are the Replicator's (package
 	// replicator/actions), registered by the worker beside these.
 	r.RegisterWorkflowWithOptions(Reshard, workflow.RegisterOptions{Name: ReshardName})
+	r.RegisterWorkflowWithOptions(MoveTables, workflow.RegisterOptions{Name: MoveTablesName})
 	for name, fn := range map[string]any{
 		"InspectShard":      a.InspectShard,
 		"DrainTransactions": a.DrainTransactions,

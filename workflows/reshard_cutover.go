@@ -279,6 +279,10 @@ func (r *reshard) complete(ctx workflow.Context) error {
 		return failed(err, "completing the reshard")
 	}
 	r.phase(ctx, PhaseCompleted)
-	r.p.step("completed: nothing of %s is left on any instance; the sources' moved rows are deleted", r.plan.Key)
+	moved := "the sources' moved rows are deleted"
+	if r.plan.MovesTables() {
+		moved = "the moved tables are dropped from the sources"
+	}
+	r.p.step("completed: nothing of %s is left on any instance; %s", r.plan.Key, moved)
 	return nil
 }

@@ -43,7 +43,10 @@ func (a *Actions) PrepareReverse(ctx context.Context, in workflows.CutoverInput)
 // streams. Every row of the group's tables on a source has moved (a
 // target is never a source), so the tables are emptied, in one TRUNCATE
 // with the fence's drop: references among the group's tables do not
-// block it, and no write can land between the two.
+// block it, and no write can land between the two. A MoveTables' plan
+// drops the moved tables from the sources instead (not DROP ... CASCADE:
+// a foreign key from a table that stays refuses the drop, and Complete
+// fails saying so).
 func (a *Actions) CompleteReshard(ctx context.Context, plan workflows.ReshardPlan) error {
 	if err := a.CleanupReshard(ctx, plan.Reversed()); err != nil {
 		return err
@@ -62,6 +65,11 @@ func (a *Actions) CompleteReshard(ctx context.Context, plan workflows.ReshardPla
 		}
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if err := unfence(ctx, tx, plan); err != nil {
+				return err
+			}
+			if plan.MovesTables() {
+				// The tables have moved to another group: they go.
+				_, err := tx.Exec(ctx, "DROP TABLE "+strings.Join(tables, ", "))
 				return err
 			}
 			_, err := tx.Exec(ctx, "TRUNCATE "+strings.Join(tables, ", "))

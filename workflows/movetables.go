@@ -1,0 +1,92 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// MoveTables' names: the workflow type and its planning activity. Its
+// queries, Cancel signal and SwitchTraffic, ReverseTraffic and Complete
+// updates are Reshard's, and so are the activities after the plan.
+const (
+	MoveTablesName         = "MoveTables"
+	PlanMoveTablesActivity = "PlanMoveTables"
+)
+
+// MoveTablesID is the workflow id of a move of tables into a shard group:
+// one at a time per target group.
+func MoveTablesID(database, targetGroup string) string {
+	return "movetables-" + database + "-" + targetGroup
+}
+
+// MoveTablesKey is the short name of a MoveTables' objects on every
+// instance: "mt" and 16 hex digits, safe in slot, publication and origin
+// names.
+func MoveTablesKey(workflowID string) string {
+	sum := sha256.Sum256([]byte(workflowID))
+	return "mt" + hex.EncodeToString(sum[:8])
+}
+
+// MoveTablesInput asks for tables to move to another shard group, e.g.
+//
+//	{"database":"store","tables":["public.orders"],"target_shard_group":"archive"}
+type MoveTablesInput struct {
+	Database string `json:"database"`
+	// Tables are schema.name (a bare name is in schema public), all in
+	// one source shard group.
+	Tables           []string `json:"tables"`
+	TargetShardGroup string   `json:"target_shard_group"`
+	// ShardIndex routes the tables in the target group; empty means the
+	// group's default shard index (none is needed by a single-shard
+	// group).
+	ShardIndex string `json:"shard_index,omitempty"`
+	// Source, when set, names a plain Postgres outside the cluster to
+	// import the tables from. Planned: PlanMoveTables refuses it for now
+	// (docs/operations.md, MoveTables).
+	Source *ExternalSource `json:"source,omitempty"`
+	// MaxLagBytes: as ReshardInput's.
+	MaxLagBytes int64 `json:"max_lag_bytes,omitempty"`
+	// Resume, set only by the workflow itself when it continues as new.
+	Resume *ReshardResume `json:"resume,omitempty"`
+}
+
+// ExternalSource is where an import reads from (planned).
+type ExternalSource struct {
+	// ConnSecret is the path of a file, on the workers, holding the
+	// external Postgres' connection string: never the string itself.
+	ConnSecret string `json:"conn_secret"`
+}
+
+// PlanMoveTablesInput is PlanMoveTables' input.
+type PlanMoveTablesInput struct {
+	WorkflowID string          `json:"workflow_id"`
+	Input      MoveTablesInput `json:"input"`
+}
+
+// MoveTables moves tables from their shard group to another: the run of
+// Reshard (copy, catch-up, VDiff, ready_for_cutover, SwitchTraffic,
+// ReverseTraffic, Complete, Cancel) on a plan whose sources are the
+// tables' group's shards, whose targets are the target group's, and
+// whose target topology places the tables in the target group.
+// SwitchTraffic moves the tables' placements in the topology; Complete
+// drops the tables from the sources.
+func MoveTables(ctx workflow.Context, in MoveTablesInput) (ReshardResult, error) {
+	resume := in.Resume
+	in.Resume = nil
+	return runMovement(ctx, movement{
+		name:         MoveTablesName,
+		title:        "MoveTables " + strings.Join(in.Tables, ", ") + " of " + in.Database + " to " + in.TargetShardGroup,
+		maxLagBytes:  in.MaxLagBytes,
+		resume:       resume,
+		planActivity: PlanMoveTablesActivity,
+		planInput:    PlanMoveTablesInput{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Input: in},
+		next: func(r *ReshardResume) any {
+			next := in
+			next.Resume = r
+			return next
+		},
+	})
+}
