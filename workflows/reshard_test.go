@@ -134,6 +134,7 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		return nil
 	})
 	registerFakeCutover(t, env, f, reg)
+	registerFakeMoveTables(env, f)
 	// A stream ends by itself only once its source is fenced (it has
 	// applied the fence's marker): at the next of f.streamsEndAt, and
 	// only if the fence is up by then.
