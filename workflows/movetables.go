@@ -78,7 +78,7 @@ func MoveTables(ctx workflow.Context, in MoveTablesInput) (ReshardResult, error)
 	in.Resume = nil
 	return runMovement(ctx, movement{
 		name:         MoveTablesName,
-		title:        "MoveTables " + strings.Join(in.Tables, ", ") + " of " + in.Database + " to " + in.TargetShardGroup,
+		title:        in.Summary(),
 		maxLagBytes:  in.MaxLagBytes,
 		resume:       resume,
 		planActivity: PlanMoveTablesActivity,
@@ -89,4 +89,13 @@ func MoveTables(ctx workflow.Context, in MoveTablesInput) (ReshardResult, error)
 			return next
 		},
 	})
+}
+
+// Summary is the one line the UI lists a MoveTables' run with.
+func (in MoveTablesInput) Summary() string {
+	s := "MoveTables " + strings.Join(in.Tables, ", ") + " of " + in.Database + " to shard group " + in.TargetShardGroup
+	if in.Source != nil {
+		s += " from an external Postgres"
+	}
+	return s
 }
