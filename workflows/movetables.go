@@ -14,6 +14,10 @@ import (
 const (
 	MoveTablesName         = "MoveTables"
 	PlanMoveTablesActivity = "PlanMoveTables"
+	// ImportSourceShard names an import's external Postgres where a plan
+	// names shards, and the shard group that holds the imported tables in
+	// the import's source topology (what its reverse streams route by).
+	ImportSourceShard = "import_source"
 )
 
 // MoveTablesID is the workflow id of a move of tables into a shard group:
@@ -44,8 +48,7 @@ type MoveTablesInput struct {
 	// group).
 	ShardIndex string `json:"shard_index,omitempty"`
 	// Source, when set, names a plain Postgres outside the cluster to
-	// import the tables from. Planned: PlanMoveTables refuses it for now
-	// (docs/operations.md, MoveTables).
+	// import the tables from (docs/operations.md, MoveTables).
 	Source *ExternalSource `json:"source,omitempty"`
 	// MaxLagBytes: as ReshardInput's.
 	MaxLagBytes int64 `json:"max_lag_bytes,omitempty"`
@@ -53,7 +56,7 @@ type MoveTablesInput struct {
 	Resume *ReshardResume `json:"resume,omitempty"`
 }
 
-// ExternalSource is where an import reads from (planned).
+// ExternalSource is where an import reads from.
 type ExternalSource struct {
 	// ConnSecret is the path of a file, on the workers, holding the
 	// external Postgres' connection string: never the string itself.

@@ -187,6 +187,13 @@ func (r *reshard) allowed(name, phase string) error {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s needs phase %s; the reshard is in phase %s", name, phase, r.prog.Phase),
 			pgerr.ObjectNotInPrerequisiteState, nil)
 	}
+	if name == ReverseTrafficUpdate && r.plan.Imports() {
+		// No router ever sent the tables' traffic to the external
+		// Postgres: the application goes back to it by itself, which the
+		// reverse streams keep current until Complete.
+		return temporal.NewNonRetryableApplicationError("an import cannot move traffic back to the external Postgres",
+			pgerr.FeatureNotSupported, nil)
+	}
 	return nil
 }
 

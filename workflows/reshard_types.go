@@ -159,7 +159,15 @@ type ReshardPlan struct {
 	// tables' placements in the topology, not a group's key ranges, and
 	// its Complete drops the tables from the sources.
 	TargetShardGroup string `json:"target_shard_group,omitempty"`
+	// ImportSecret is set by an import (MoveTables from a Postgres
+	// outside the cluster): the path, on the workers, of the file holding
+	// that Postgres' connection string, never the string itself. The
+	// source is then the pseudo-shard ImportSourceShard.
+	ImportSecret string `json:"import_secret,omitempty"`
 }
+
+// Imports says whether the plan imports from an external Postgres.
+func (p ReshardPlan) Imports() bool { return p.ImportSecret != "" }
 
 // MovesTables says whether the plan is a MoveTables' one.
 func (p ReshardPlan) MovesTables() bool { return p.TargetShardGroup != "" }

@@ -17,6 +17,7 @@ import (
 // it. The forward streams' applied changes, which reach the slot too,
 // carry their replication origin, and the reverse streams skip them.
 func (a *Actions) PrepareReverse(ctx context.Context, in workflows.CutoverInput) error {
+	a = a.forPlan(in.Plan)
 	rev := in.Plan.Reversed()
 	for _, shard := range rev.Sources {
 		conn, _, err := a.connect(ctx, shard, rev.Database)
@@ -46,8 +47,9 @@ func (a *Actions) PrepareReverse(ctx context.Context, in workflows.CutoverInput)
 // block it, and no write can land between the two. A MoveTables' plan
 // drops the moved tables from the sources instead (not DROP ... CASCADE:
 // a foreign key from a table that stays refuses the drop, and Complete
-// fails saying so).
+// fails saying so); an import's leaves the external tables, unfenced.
 func (a *Actions) CompleteReshard(ctx context.Context, plan workflows.ReshardPlan) error {
+	a = a.forPlan(plan)
 	if err := a.CleanupReshard(ctx, plan.Reversed()); err != nil {
 		return err
 	}
@@ -66,6 +68,11 @@ func (a *Actions) CompleteReshard(ctx context.Context, plan workflows.ReshardPla
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if err := unfence(ctx, tx, plan); err != nil {
 				return err
+			}
+			if plan.Imports() {
+				// The external tables stay: Tessera does not own that
+				// database.
+				return nil
 			}
 			if plan.MovesTables() {
 				// The tables have moved to another group: they go.

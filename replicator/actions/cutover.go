@@ -25,6 +25,7 @@ const routerPoll = 100 * time.Millisecond
 // (replicator.DefaultStatusInterval), so MaxCatchUp must be larger.
 // Too far behind is refused (55000): the operator tries again later.
 func (a *Actions) CheckCutover(ctx context.Context, in workflows.CutoverInput) (workflows.CheckCutoverResult, error) {
+	a = a.forPlan(in.Plan)
 	res := workflows.CheckCutoverResult{CatchUpSeconds: map[string]float64{}}
 	lag, err := a.StreamLag(ctx, in.Plan)
 	if err != nil {

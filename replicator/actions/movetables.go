@@ -28,10 +28,6 @@ import (
 // any schema (docs/operations.md). Each problem is a non-retryable error
 // with its SQLSTATE.
 func (a *Actions) PlanMoveTables(ctx context.Context, in workflows.PlanMoveTablesInput) (workflows.ReshardPlan, error) {
-	if in.Input.Source != nil {
-		return workflows.ReshardPlan{}, refuse(pgerr.FeatureNotSupported,
-			"importing from a Postgres outside the cluster (source) is planned, not built: move tables between shard groups only")
-	}
 	snap, err := a.Store.GetTopology(ctx)
 	if err != nil {
 		return workflows.ReshardPlan{}, activityError(err)
@@ -53,6 +49,12 @@ func (a *Actions) PlanMoveTables(ctx context.Context, in workflows.PlanMoveTable
 			return plan, refuse(pgerr.UndefinedObject, "target shard %s has no primary", shard)
 		}
 	}
+	a = a.forPlan(plan)
+	if plan.Imports() {
+		if err := a.checkImportSource(ctx, plan); err != nil {
+			return plan, err
+		}
+	}
 	if err := a.checkMoveSources(ctx, &plan); err != nil {
 		return plan, err
 	}
@@ -67,34 +69,32 @@ func planMove(top *topo.Topology, in workflows.PlanMoveTablesInput) (workflows.R
 	if in.WorkflowID == "" || m.Database == "" || m.TargetShardGroup == "" || len(m.Tables) == 0 {
 		return plan, refuse(pgerr.InvalidParameterValue, "database, tables and target_shard_group are required")
 	}
+	if m.Source != nil {
+		return planImport(top, in)
+	}
 	target, ok := top.Group(m.TargetShardGroup)
 	if !ok {
 		return plan, refuse(pgerr.UndefinedObject, "shard group %q does not exist", m.TargetShardGroup)
 	}
-	for _, name := range m.Tables {
-		schema, table, ok := strings.Cut(name, ".")
-		if !ok {
-			schema, table = "public", name
-		}
-		if schema == "" || table == "" || strings.Contains(table, ".") {
-			return plan, refuse(pgerr.InvalidParameterValue, "table %q: want schema.name", name)
-		}
-		if slices.ContainsFunc(plan.Tables, func(t workflows.ReshardTable) bool { return t.Schema == schema && t.Name == table }) {
-			return plan, refuse(pgerr.InvalidParameterValue, "table %s.%s is named twice", schema, table)
-		}
-		p := top.Resolve(m.Database, schema, table)
+	tables, err := tableNames(m.Tables)
+	if err != nil {
+		return plan, err
+	}
+	for _, t := range tables {
+		p := top.Resolve(m.Database, t.Schema, t.Name)
 		if p.IsReference() {
-			return plan, refuse(pgerr.FeatureNotSupported, "%s.%s is a reference table: MoveTables moves tables placed by key", schema, table)
+			return plan, refuse(pgerr.FeatureNotSupported, "%s is a reference table: MoveTables moves tables placed by key", t.DisplayName())
 		}
 		switch {
 		case p.Group.UID == m.TargetShardGroup:
-			return plan, refuse(pgerr.ObjectNotInPrerequisiteState, "%s.%s is already in shard group %s", schema, table, m.TargetShardGroup)
+			return plan, refuse(pgerr.ObjectNotInPrerequisiteState, "%s is already in shard group %s", t.DisplayName(), m.TargetShardGroup)
 		case plan.ShardGroup == "":
 			plan.ShardGroup = p.Group.UID
 		case plan.ShardGroup != p.Group.UID:
 			return plan, refuse(pgerr.FeatureNotSupported, "the tables are in shard groups %s and %s: one MoveTables moves tables of one group", plan.ShardGroup, p.Group.UID)
 		}
-		plan.Tables = append(plan.Tables, workflows.ReshardTable{Schema: schema, Name: table, ReverseShardColumn: p.ShardColumn()})
+		t.ReverseShardColumn = p.ShardColumn()
+		plan.Tables = append(plan.Tables, t)
 	}
 	source, _ := top.Group(plan.ShardGroup)
 	plan.Sources, plan.Targets = source.Shards(), target.Shards()
@@ -103,31 +103,69 @@ func planMove(top *topo.Topology, in workflows.PlanMoveTablesInput) (workflows.R
 			return plan, refuse(pgerr.FeatureNotSupported, "shard %s is in both %s and %s: the tables cannot move within one database", s, plan.ShardGroup, m.TargetShardGroup)
 		}
 	}
+	if plan.TargetTopology, err = targetPlacement(top, m, plan.Tables); err != nil {
+		return plan, err
+	}
+	if plan.SourceTopology, err = json.Marshal(top); err != nil {
+		return plan, activityError(err)
+	}
+	return plan, fillShardColumns(&plan)
+}
+
+// tableNames reads schema.name (a bare name is in public), each once.
+func tableNames(names []string) ([]workflows.ReshardTable, error) {
+	var out []workflows.ReshardTable
+	for _, name := range names {
+		schema, table, ok := strings.Cut(name, ".")
+		if !ok {
+			schema, table = "public", name
+		}
+		if schema == "" || table == "" || strings.Contains(table, ".") {
+			return nil, refuse(pgerr.InvalidParameterValue, "table %q: want schema.name", name)
+		}
+		if slices.ContainsFunc(out, func(t workflows.ReshardTable) bool { return t.Schema == schema && t.Name == table }) {
+			return nil, refuse(pgerr.InvalidParameterValue, "table %s.%s is named twice", schema, table)
+		}
+		out = append(out, workflows.ReshardTable{Schema: schema, Name: table})
+	}
+	return out, nil
+}
+
+// targetPlacement is the stored topology with each table given its own
+// entry in the target group, checked by the topology's validation.
+func targetPlacement(top *topo.Topology, m workflows.MoveTablesInput, tables []workflows.ReshardTable) (json.RawMessage, error) {
 	entry := map[string]any{"shard_group": m.TargetShardGroup}
 	if m.ShardIndex != "" {
 		entry["shard_index"] = m.ShardIndex
 	}
-	entries := map[[2]string]any{}
-	for _, t := range plan.Tables {
-		entries[[2]string{t.Schema, t.Name}] = entry
-	}
-	doc, err := placeTables(top, m.Database, entries)
+	doc, err := placeTablesWith(top, m.Database, tables, entry, nil)
 	if err != nil {
-		return plan, err
+		return nil, err
 	}
-	next, err := topo.Parse(doc)
+	if _, err := topo.Parse(doc); err != nil {
+		return nil, refuse(pgerr.InvalidParameterValue, "the tables in shard group %s: %v", m.TargetShardGroup, err)
+	}
+	return doc, nil
+}
+
+// fillShardColumns sets each table's routing column in either direction:
+// its placement's in the target and in the source topology. A
+// single-shard group routes every row to its shard whatever the key, so
+// the other side's column serves (both empty: checkMoveSources picks the
+// first primary key column).
+func fillShardColumns(plan *workflows.ReshardPlan) error {
+	target, err := topo.Parse(plan.TargetTopology)
 	if err != nil {
-		return plan, refuse(pgerr.InvalidParameterValue, "the tables in shard group %s: %v", m.TargetShardGroup, err)
+		return activityError(err)
 	}
-	plan.TargetTopology = doc
-	if plan.SourceTopology, err = json.Marshal(top); err != nil {
-		return plan, activityError(err)
+	source, err := topo.Parse(plan.SourceTopology)
+	if err != nil {
+		return activityError(err)
 	}
 	for i := range plan.Tables {
 		t := &plan.Tables[i]
-		t.ShardColumn = next.Resolve(m.Database, t.Schema, t.Name).ShardColumn()
-		// A single-shard group routes every row to its shard whatever
-		// the key: the other side's column serves.
+		t.ShardColumn = target.Resolve(plan.Database, t.Schema, t.Name).ShardColumn()
+		t.ReverseShardColumn = source.Resolve(plan.Database, t.Schema, t.Name).ShardColumn()
 		if t.ShardColumn == "" {
 			t.ShardColumn = t.ReverseShardColumn
 		}
@@ -135,13 +173,24 @@ func planMove(top *topo.Topology, in workflows.PlanMoveTablesInput) (workflows.R
 			t.ReverseShardColumn = t.ShardColumn
 		}
 	}
-	return plan, nil
+	return nil
+}
+
+// placeTablesWith is top's document with each table of database given
+// entry, and group (if not nil) added to the shard groups.
+func placeTablesWith(top *topo.Topology, database string, tables []workflows.ReshardTable, entry any, group map[string]any) (json.RawMessage, error) {
+	entries := map[[2]string]any{}
+	for _, t := range tables {
+		entries[[2]string{t.Schema, t.Name}] = entry
+	}
+	return placeTables(top, database, entries, group)
 }
 
 // placeTables is top's document with the named tables' entries of
 // database replaced: an entry of nil removes the table's own entry (it
-// then inherits its schema's placement).
-func placeTables(top *topo.Topology, database string, entries map[[2]string]any) (json.RawMessage, error) {
+// then inherits its schema's placement); group, if not nil, is added to
+// the shard groups.
+func placeTables(top *topo.Topology, database string, entries map[[2]string]any, group map[string]any) (json.RawMessage, error) {
 	raw, err := json.Marshal(top)
 	if err != nil {
 		return nil, activityError(err)
@@ -149,6 +198,10 @@ func placeTables(top *topo.Topology, database string, entries map[[2]string]any)
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, activityError(err)
+	}
+	if group != nil {
+		groups, _ := doc["shard_groups"].([]any)
+		doc["shard_groups"] = append(groups, group)
 	}
 	for name, entry := range entries {
 		tables := child(child(child(child(doc, "databases"), database), "schemas"), name[0])
@@ -320,10 +373,21 @@ func (a *Actions) switchTables(ctx context.Context, plan workflows.ReshardPlan) 
 		}
 		return atTarget, atSource
 	}
-	switch atTarget, atSource := placed(snap.Topology); {
+	atTarget, atSource := placed(snap.Topology)
+	if plan.Imports() && atTarget {
+		// An imported table may already resolve to the target group by
+		// inheritance: switched means it has the target's own entry.
+		if atTarget, err = sameEntries(snap.Topology, plan); err != nil {
+			return workflows.SwitchTopologyResult{}, err
+		}
+	}
+	switch {
 	case atTarget:
 		return workflows.SwitchTopologyResult{Revision: snap.Revision, Switched: time.Now()}, nil
-	case !atSource:
+	case !atSource && !plan.Imports():
+		// An import's source topology places the tables on the external
+		// source, which the stored one never does: the compare-and-swap
+		// below, and the check that they land where planned, guard it.
 		return workflows.SwitchTopologyResult{}, refuse(pgerr.ObjectNotInPrerequisiteState,
 			"the placement of the tables changed since MoveTables planned: nothing is switched")
 	}
@@ -333,7 +397,7 @@ func (a *Actions) switchTables(ctx context.Context, plan workflows.ReshardPlan) 
 			return workflows.SwitchTopologyResult{}, err
 		}
 	}
-	doc, err := placeTables(snap.Topology, plan.Database, entries)
+	doc, err := placeTables(snap.Topology, plan.Database, entries, nil)
 	if err != nil {
 		return workflows.SwitchTopologyResult{}, err
 	}
@@ -348,4 +412,29 @@ func (a *Actions) switchTables(ctx context.Context, plan workflows.ReshardPlan) 
 			"the stored topology changed since MoveTables planned: the tables would not land where planned; nothing is switched")
 	}
 	return a.applySwitch(ctx, next, snap.Revision)
+}
+
+// sameEntries says whether each of the plan's tables has, in top, its own
+// entry of the target topology.
+func sameEntries(top *topo.Topology, plan workflows.ReshardPlan) (bool, error) {
+	doc, err := json.Marshal(top)
+	if err != nil {
+		return false, activityError(err)
+	}
+	for _, t := range plan.Tables {
+		have, err := tableEntry(doc, plan.Database, t.Schema, t.Name)
+		if err != nil {
+			return false, err
+		}
+		want, err := tableEntry(plan.TargetTopology, plan.Database, t.Schema, t.Name)
+		if err != nil {
+			return false, err
+		}
+		a, _ := json.Marshal(have)
+		b, _ := json.Marshal(want)
+		if have == nil || string(a) != string(b) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
