@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/tesseradb/tessera/pgerr"
 )
 
 var moveTestPlan = ReshardPlan{
@@ -28,6 +31,11 @@ func registerFakeMoveTables(env *testsuite.TestWorkflowEnvironment, f *fakeRepli
 		f.record("plan tables")
 		if in.WorkflowID == "" || in.Input.TargetShardGroup != "archive" || len(in.Input.Tables) != 1 || in.Input.Resume != nil {
 			return ReshardPlan{}, errors.New("bad plan input")
+		}
+		if in.Input.Source != nil {
+			plan := moveTestPlan
+			plan.ShardGroup, plan.Sources, plan.ImportSecret = ImportSourceShard, []string{ImportSourceShard}, in.Input.Source.ConnSecret
+			return plan, nil
 		}
 		return moveTestPlan, nil
 	}, activity.RegisterOptions{Name: PlanMoveTablesActivity})
@@ -110,5 +118,33 @@ func TestMoveTablesContinuesAsNewWithoutPlanningAgain(t *testing.T) {
 	}
 	if res.Phase != PhaseCancelled || f.called("plan") != 0 || f.called("copy") != 0 || f.called("stream") != 2 || f.called("cleanup") != 1 {
 		t.Fatalf("result %+v, calls: %v", res, f.calls)
+	}
+}
+
+// TestImportRefusesReverseTraffic: an import's traffic never went through
+// the routers to the external Postgres, so ReverseTraffic is refused
+// (0A000) and Complete still ends it.
+func TestImportRefusesReverseTraffic(t *testing.T) {
+	f := &fakeReplicator{lag: 50 << 20}
+	env := newReshardEnv(t, f)
+	f.streamsEndAt = []time.Time{env.Now().Add(10*time.Minute + time.Second)}
+	var switchErr, reverseErr, completeErr error
+	env.RegisterDelayedCallback(func() { update(env, SwitchTrafficUpdate, &switchErr) }, 10*time.Minute)
+	env.RegisterDelayedCallback(func() { update(env, ReverseTrafficUpdate, &reverseErr) }, 20*time.Minute)
+	env.RegisterDelayedCallback(func() { update(env, CompleteUpdate, &completeErr) }, 30*time.Minute)
+	in := moveIn
+	in.Source = &ExternalSource{ConnSecret: "/etc/tessera/import.dsn"}
+	env.ExecuteWorkflow(MoveTables, in)
+	var res ReshardResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(reverseErr, &appErr) || appErr.Type() != pgerr.FeatureNotSupported {
+		t.Fatalf("ReverseTraffic of an import: %v", reverseErr)
+	}
+	if switchErr != nil || completeErr != nil || res.Phase != PhaseCompleted ||
+		f.called("stream "+ImportSourceShard) != 2 || !strings.Contains(strings.Join(res.Steps, "\n"), "the external Postgres keeps its tables") {
+		t.Fatalf("SwitchTraffic %v, Complete %v, result %+v, calls %v", switchErr, completeErr, res, f.calls)
 	}
 }

@@ -280,7 +280,10 @@ func (r *reshard) complete(ctx workflow.Context) error {
 	}
 	r.phase(ctx, PhaseCompleted)
 	moved := "the sources' moved rows are deleted"
-	if r.plan.MovesTables() {
+	switch {
+	case r.plan.Imports():
+		moved = "the external Postgres keeps its tables, unfenced"
+	case r.plan.MovesTables():
 		moved = "the moved tables are dropped from the sources"
 	}
 	r.p.step("completed: nothing of %s is left on any instance; %s", r.plan.Key, moved)
