@@ -20,6 +20,7 @@ type moveTablesFlags struct {
 	tables         []string
 	targetGroup    string
 	shardIndex     string
+	sourceSecret   string
 	inputFile      string
 	maxLag         int64
 	queue          string
@@ -41,13 +42,17 @@ cutover: the phase, the rows copied, the streams' lag and the last VDiff's
 result. The tables must all be in one shard group, and must already exist,
 empty, on every shard of the target group (docs/operations.md, MoveTables):
   tessera movetables --database shop --table public.orders --target-shard-group archive
---input reads a whole MoveTablesInput as JSON instead.
+--input reads a whole MoveTablesInput as JSON instead. With --source-secret the
+tables are imported from a Postgres outside the cluster instead, whose
+connection string (password included) is in that file on the workers: the
+string itself never goes on a command line or into the workflow's input.
 
 If the move into the group already runs, this command follows it. With
 --switch-traffic, --reverse-traffic, --complete or --cancel (and the same
 --database and --target-shard-group) it acts on the running move instead:
---switch-traffic moves the tables' reads and writes to the target group,
---reverse-traffic moves them back, --complete ends a switched move and drops
+--switch-traffic moves the tables' reads and writes to the target group (an
+import fences the external tables: the application then goes through a
+router), --reverse-traffic moves them back (not for an import), --complete ends a switched move and drops
 the tables from the source group's shards, --cancel stops a move that has not
 switched and drops what it created on every instance.`,
 		Args: cobra.NoArgs,
@@ -100,6 +105,7 @@ switched and drops what it created on every instance.`,
 	fl.StringArrayVar(&f.tables, "table", nil, "a table that moves, SCHEMA.NAME (repeat for each table)")
 	fl.StringVar(&f.targetGroup, "target-shard-group", "", "the shard group the tables move to")
 	fl.StringVar(&f.shardIndex, "shard-index", "", "the shard index that routes the tables in the target group (default: the group's)")
+	fl.StringVar(&f.sourceSecret, "source-secret", "", "import from a Postgres outside the cluster: the absolute path, on the workers, of a file holding its connection string")
 	fl.StringVar(&f.inputFile, "input", "", "a JSON file holding the MoveTablesInput, instead of --database, --table and --target-shard-group")
 	fl.Int64Var(&f.maxLag, "max-lag-bytes", 0, "the catch-up ends when every stream is within this many WAL bytes of its source (default 1 MiB)")
 	fl.StringVar(&f.queue, "task-queue", workflows.TaskQueue, "the task queue of the workers that run it")
@@ -148,6 +154,9 @@ func (f *moveTablesFlags) input() (workflows.MoveTablesInput, error) {
 	}
 	if f.maxLag != 0 {
 		in.MaxLagBytes = f.maxLag
+	}
+	if f.sourceSecret != "" {
+		in.Source = &workflows.ExternalSource{ConnSecret: f.sourceSecret}
 	}
 	in.Tables = append(in.Tables, f.tables...)
 	if in.Database == "" || in.TargetShardGroup == "" {

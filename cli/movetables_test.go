@@ -29,6 +29,10 @@ func TestMoveTablesInput(t *testing.T) {
 	if err != nil || fromFile.Summary() != in.Summary() {
 		t.Fatalf("from the file: %+v, %v; want %+v", fromFile, err, in)
 	}
+	imp, err := (&moveTablesFlags{database: "shop", tables: []string{"legacy.orders"}, targetGroup: "archive", sourceSecret: "/etc/tessera/legacy.dsn"}).input()
+	if err != nil || imp.Source == nil || imp.Source.ConnSecret != "/etc/tessera/legacy.dsn" || !strings.HasSuffix(imp.Summary(), "from an external Postgres") {
+		t.Fatalf("import input %+v, %v", imp, err)
+	}
 	if id := workflows.MoveTablesID(in.Database, in.TargetShardGroup); id != "movetables-shop-archive" {
 		t.Fatalf("workflow id %s", id)
 	}
