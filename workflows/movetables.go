@@ -75,7 +75,10 @@ type PlanMoveTablesInput struct {
 // tables' group's shards, whose targets are the target group's, and
 // whose target topology places the tables in the target group.
 // SwitchTraffic moves the tables' placements in the topology; Complete
-// drops the tables from the sources.
+// drops the tables from the sources. With a Source it imports the tables
+// from a Postgres outside the cluster instead: the source is that server,
+// SwitchTraffic fences its tables and gives them their entry in the
+// target group, ReverseTraffic is refused, and Complete leaves its tables.
 func MoveTables(ctx workflow.Context, in MoveTablesInput) (ReshardResult, error) {
 	resume := in.Resume
 	in.Resume = nil

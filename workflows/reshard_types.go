@@ -157,7 +157,8 @@ type ReshardPlan struct {
 	// TargetShardGroup is set by MoveTables only: the group the tables
 	// move to (ShardGroup is the one they leave). Such a plan moves the
 	// tables' placements in the topology, not a group's key ranges, and
-	// its Complete drops the tables from the sources.
+	// its Complete drops the tables from the sources (an import's keeps
+	// them).
 	TargetShardGroup string `json:"target_shard_group,omitempty"`
 	// ImportSecret is set by an import (MoveTables from a Postgres
 	// outside the cluster): the path, on the workers, of the file holding

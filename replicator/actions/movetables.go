@@ -25,8 +25,9 @@ import (
 // index's column, on every source; and every target shard has a primary
 // and already holds each table, with the same columns, empty. Tessera
 // does not create the tables on the targets: the operator does, as for
-// any schema (docs/operations.md). Each problem is a non-retryable error
-// with its SQLSTATE.
+// any schema (docs/operations.md). For an import (in.Input.Source) the
+// source is the external Postgres, whose wal_level must be logical
+// (planImport). Each problem is a non-retryable error with its SQLSTATE.
 func (a *Actions) PlanMoveTables(ctx context.Context, in workflows.PlanMoveTablesInput) (workflows.ReshardPlan, error) {
 	snap, err := a.Store.GetTopology(ctx)
 	if err != nil {
