@@ -153,6 +153,7 @@ func TestMoveTablesOnRealTemporal(t *testing.T) {
 	}
 	t.Logf("cutover: %d acknowledged writes; write pause (fence to topology switch) %s; table buffer held %s; topology revision %d",
 		writer.acked(), prog.Cutover.WritePause(), prog.Cutover.BufferHeld(), prog.Cutover.Revision)
+	logCutoverSteps(t, ctx, run.GetID())
 
 	snap, err := st.GetTopology(ctx)
 	if err != nil {
