@@ -91,6 +91,6 @@ One binary holds every component and operator tool as a subcommand.`,
 	}
 	root.AddCommand(newTopoCommand(), newDevCommand(opts), newStatusCommand(), newShardCommand(), newRouterCommand(),
 		newWorkerCommand(), newFailoverCommand(), newSwitchoverCommand(), newDurabilityCommand(),
-		newReshardCommand(), newVDiffCommand(), newWorkflowCommand(), newOnlineDDLCommand(), newSchemaCommand())
+		newReshardCommand(), newMoveTablesCommand(), newVDiffCommand(), newWorkflowCommand(), newOnlineDDLCommand(), newSchemaCommand())
 	return root
 }

@@ -123,7 +123,7 @@ func describeWorkflow(ctx context.Context, c client.Client, id, runID string) (w
 			v.CurrentDetails = md.GetCurrentDetails()
 		}
 	}
-	if v.Type == workflows.ReshardName {
+	if v.Type == workflows.ReshardName || v.Type == workflows.MoveTablesName {
 		if p, err := reshardProgress(qctx, c, id, v.RunID); err == nil {
 			v.Progress, v.progressLine = &p.ReshardProgress, p.line()
 		}

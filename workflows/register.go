@@ -20,6 +20,7 @@ func Register(r worker.Registry, a *activities.Activities) {
 	// Reshard's activities are the Replicator's (package
 	// replicator/actions), registered by the worker beside these.
 	r.RegisterWorkflowWithOptions(Reshard, workflow.RegisterOptions{Name: ReshardName})
+	r.RegisterWorkflowWithOptions(MoveTables, workflow.RegisterOptions{Name: MoveTablesName})
 	// OnlineDDL's and SchemaCheck's activities are package onlineddl's,
 	// registered by the worker too.
 	r.RegisterWorkflowWithOptions(OnlineDDL, workflow.RegisterOptions{Name: OnlineDDLName})

@@ -43,6 +43,44 @@ const (
 // while the targets serve the signal is refused.
 // Queries: PhaseQuery, ProgressQuery, StepQuery.
 func Reshard(ctx workflow.Context, in ReshardInput) (ReshardResult, error) {
+	resume := in.Resume
+	in.Resume = nil
+	return runMovement(ctx, movement{
+		name:         ReshardName,
+		title:        "Reshard " + in.Database + "." + in.ShardGroup,
+		maxLagBytes:  in.MaxLagBytes,
+		resume:       resume,
+		planActivity: PlanReshardActivity,
+		planInput:    PlanReshardInput{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Input: in},
+		next: func(r *ReshardResume) any {
+			next := in
+			next.Resume = r
+			return next
+		},
+	})
+}
+
+// movement is what differs between the data-movement workflows that share
+// one run loop (Reshard, MoveTables): the activity that makes the plan,
+// and the input a run continues as new with. Everything after the plan
+// (copy, catch-up, VDiff, cutover, Complete, Cancel) works from the plan
+// alone.
+type movement struct {
+	// name is the workflow type, which a long wait continues as new as.
+	name string
+	// title names the movement in the Temporal UI's details.
+	title       string
+	maxLagBytes int64
+	// resume is set when the run continued as new.
+	resume       *ReshardResume
+	planActivity string
+	planInput    any
+	// next is the input to continue as new with, carrying resume.
+	next func(resume *ReshardResume) any
+}
+
+// runMovement runs a data movement from its plan to its end.
+func runMovement(ctx workflow.Context, in movement) (ReshardResult, error) {
 	p, err := track(ctx)
 	if err != nil {
 		return ReshardResult{}, err
@@ -70,7 +108,7 @@ func Reshard(ctx workflow.Context, in ReshardInput) (ReshardResult, error) {
 		return r.cancel(ctx)
 	}
 	if err != nil && !workflow.IsContinueAsNewError(err) && r.planned {
-		// A failed reshard must not leave its slots behind: they keep WAL
+		// A failed movement must not leave its slots behind: they keep WAL
 		// on the sources for ever.
 		r.prog.Error = errText(err)
 		if cerr := r.cleanup(ctx); cerr != nil {
@@ -80,8 +118,9 @@ func Reshard(ctx workflow.Context, in ReshardInput) (ReshardResult, error) {
 	return r.result(), err
 }
 
+// reshard is a running data movement (Reshard or MoveTables).
 type reshard struct {
-	in      ReshardInput
+	in      movement
 	p       *progress
 	prog    ReshardProgress
 	plan    ReshardPlan
@@ -148,6 +187,13 @@ func (r *reshard) allowed(name, phase string) error {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s needs phase %s; the reshard is in phase %s", name, phase, r.prog.Phase),
 			pgerr.ObjectNotInPrerequisiteState, nil)
 	}
+	if name == ReverseTrafficUpdate && r.plan.Imports() {
+		// No router ever sent the tables' traffic to the external
+		// Postgres: the application goes back to it by itself, which the
+		// reverse streams keep current until Complete.
+		return temporal.NewNonRetryableApplicationError("an import cannot move traffic back to the external Postgres",
+			pgerr.FeatureNotSupported, nil)
+	}
 	return nil
 }
 
@@ -166,7 +212,7 @@ func (r *reshard) cancelRefusal() string {
 // phase records the phase for the queries and, as TesseraPhase and the
 // run's current details, for the Temporal UI.
 func (r *reshard) phase(ctx workflow.Context, name string) {
-	enterReshardPhase(ctx, r.p, r.in, &r.prog, name)
+	enterReshardPhase(ctx, r.p, r.in.title, &r.prog, name)
 }
 
 func (r *reshard) result() ReshardResult {
@@ -174,7 +220,7 @@ func (r *reshard) result() ReshardResult {
 }
 
 func (r *reshard) run(ctx workflow.Context) error {
-	if res := r.in.Resume; res != nil {
+	if res := r.in.resume; res != nil {
 		r.plan, r.planned, r.fenceGen = res.Plan, true, res.FenceGeneration
 		r.prog.LastDiff = res.LastDiff
 		for k, v := range res.Copied {
@@ -250,21 +296,19 @@ func (r *reshard) idle(ctx workflow.Context) error {
 	if err := r.stopStreams(ctx); err != nil {
 		return err
 	}
-	next := r.in
-	next.Resume = &ReshardResume{Plan: r.plan, Copied: r.prog.Copied, LastDiff: r.prog.LastDiff, Streams: r.prog.Streams,
-		Cutover: r.prog.Cutover, FenceGeneration: r.fenceGen}
-	return workflow.NewContinueAsNewError(ctx, ReshardName, next)
+	next := r.in.next(&ReshardResume{Plan: r.plan, Copied: r.prog.Copied, LastDiff: r.prog.LastDiff, Streams: r.prog.Streams,
+		Cutover: r.prog.Cutover, FenceGeneration: r.fenceGen})
+	return workflow.NewContinueAsNewError(ctx, r.in.name, next)
 }
 
 func (r *reshard) validate(ctx workflow.Context) error {
-	in := PlanReshardInput{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Input: r.in}
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
-		Summary:             "plan the reshard of " + r.in.Database + "." + r.in.ShardGroup,
+		Summary:             "plan: " + r.in.title,
 	}
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), PlanReshardActivity, in).Get(ctx, &r.plan); err != nil {
-		return failed(err, "checking the reshard of %s.%s", r.in.Database, r.in.ShardGroup)
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), r.in.planActivity, r.in.planInput).Get(ctx, &r.plan); err != nil {
+		return failed(err, "checking the plan (%s)", r.in.title)
 	}
 	r.planned = true
 	r.p.step("plan: %d tables from %v to %v", len(r.plan.Tables), r.plan.Sources, r.plan.Targets)
@@ -380,7 +424,7 @@ func (r *reshard) sampleLag(ctx workflow.Context) error {
 }
 
 func (r *reshard) catchUp(ctx workflow.Context) error {
-	limit := r.in.MaxLagBytes
+	limit := r.in.maxLagBytes
 	if limit <= 0 {
 		limit = defaultMaxLagBytes
 	}

@@ -52,7 +52,7 @@ func cutoverStep(ctx workflow.Context, timeout time.Duration, attempts int32, fo
 // cutoverInput is the input of a cutover of from's sources to its
 // targets: the forward plan (SwitchTraffic) or its reverse.
 func (r *reshard) cutoverInput(ctx workflow.Context, from ReshardPlan) CutoverInput {
-	limit := r.in.MaxLagBytes
+	limit := r.in.maxLagBytes
 	if limit <= 0 {
 		limit = defaultMaxLagBytes
 	}
@@ -295,6 +295,13 @@ func (r *reshard) complete(ctx workflow.Context) error {
 		return failed(err, "completing the reshard")
 	}
 	r.phase(ctx, PhaseCompleted)
-	r.p.step("completed: nothing of %s is left on any instance; the sources' moved rows are deleted", r.plan.Key)
+	moved := "the sources' moved rows are deleted"
+	switch {
+	case r.plan.Imports():
+		moved = "the external Postgres keeps its tables, unfenced"
+	case r.plan.MovesTables():
+		moved = "the moved tables are dropped from the sources"
+	}
+	r.p.step("completed: nothing of %s is left on any instance; %s", r.plan.Key, moved)
 	return nil
 }

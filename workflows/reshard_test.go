@@ -66,7 +66,7 @@ func (f *fakeReplicator) called(prefix string) int {
 var testPlan = ReshardPlan{
 	Key: "rs0011223344556677", Database: "store", ShardGroup: "customer_data",
 	Sources: []string{"s1", "s2"}, Targets: []string{"t1", "t2", "t3", "t4"},
-	Tables: []ReshardTable{{"public", "customers", "customer_id"}, {"public", "orders", "customer_id"}},
+	Tables: []ReshardTable{{Schema: "public", Name: "customers", ShardColumn: "customer_id"}, {Schema: "public", Name: "orders", ShardColumn: "customer_id"}},
 }
 
 func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvironment {
@@ -136,6 +136,7 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		return nil
 	})
 	registerFakeCutover(t, env, f, reg)
+	registerFakeMoveTables(env, f)
 	// A stream ends by itself only once its source is fenced (it has
 	// applied the fence's marker): at the next of f.streamsEndAt, and
 	// only if the fence is up by then.

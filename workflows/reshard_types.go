@@ -124,6 +124,9 @@ type ReshardTable struct {
 	Schema      string `json:"schema"`
 	Name        string `json:"name"`
 	ShardColumn string `json:"shard_column"`
+	// ReverseShardColumn, set by MoveTables, is the column the reverse
+	// streams route by (the source group's); Reversed swaps the two.
+	ReverseShardColumn string `json:"reverse_shard_column,omitempty"`
 }
 
 // DisplayName is schema.name.
@@ -151,7 +154,24 @@ type ReshardPlan struct {
 	// key ranges before the reshard, which the reverse streams route by
 	// and the cutover checks are still stored.
 	SourceTopology json.RawMessage `json:"source_topology,omitempty"`
+	// TargetShardGroup is set by MoveTables only: the group the tables
+	// move to (ShardGroup is the one they leave). Such a plan moves the
+	// tables' placements in the topology, not a group's key ranges, and
+	// its Complete drops the tables from the sources (an import's keeps
+	// them).
+	TargetShardGroup string `json:"target_shard_group,omitempty"`
+	// ImportSecret is set by an import (MoveTables from a Postgres
+	// outside the cluster): the path, on the workers, of the file holding
+	// that Postgres' connection string, never the string itself. The
+	// source is then the pseudo-shard ImportSourceShard.
+	ImportSecret string `json:"import_secret,omitempty"`
 }
+
+// Imports says whether the plan imports from an external Postgres.
+func (p ReshardPlan) Imports() bool { return p.ImportSecret != "" }
+
+// MovesTables says whether the plan is a MoveTables' one.
+func (p ReshardPlan) MovesTables() bool { return p.TargetShardGroup != "" }
 
 // Reversed is the plan of the reverse streams a cutover starts: from the
 // targets back to the sources, routed by the sources' key ranges. It
@@ -162,6 +182,14 @@ func (p ReshardPlan) Reversed() ReshardPlan {
 	r := p
 	r.Sources, r.Targets = p.Targets, p.Sources
 	r.TargetTopology, r.SourceTopology = p.SourceTopology, p.TargetTopology
+	if p.MovesTables() {
+		r.ShardGroup, r.TargetShardGroup = p.TargetShardGroup, p.ShardGroup
+		r.Tables = make([]ReshardTable, len(p.Tables))
+		for i, t := range p.Tables {
+			t.ShardColumn, t.ReverseShardColumn = t.ReverseShardColumn, t.ShardColumn
+			r.Tables[i] = t
+		}
+	}
 	return r
 }
 

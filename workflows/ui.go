@@ -116,9 +116,9 @@ func (in RejoinInput) Summary() string {
 func (in RepairInput) Summary() string { return "Repair of shard " + in.Shard }
 
 // reshardDetails renders a reshard's progress as its current details.
-func reshardDetails(in ReshardInput, p ReshardProgress, step string) string {
+func reshardDetails(title string, p ReshardProgress, step string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "**Reshard %s.%s**: %s\n\n", in.Database, in.ShardGroup, p.Phase)
+	fmt.Fprintf(&b, "**%s**: %s\n\n", title, p.Phase)
 	fmt.Fprintf(&b, "- step: %s\n", step)
 	if len(p.Copied) > 0 {
 		fmt.Fprintf(&b, "- rows copied: %d (%s)\n", sumRows(p.Copied), perTable(p.Copied))
@@ -170,10 +170,10 @@ func perTable(m map[string]int64) string {
 // enterReshardPhase records a reshard's new phase: in its progress (the
 // queries), as TesseraPhase and in its current details, which from then
 // on follow every step.
-func enterReshardPhase(ctx workflow.Context, p *progress, in ReshardInput, prog *ReshardProgress, phase string) {
+func enterReshardPhase(ctx workflow.Context, p *progress, title string, prog *ReshardProgress, phase string) {
 	prog.Phase = phase
 	if p.details == nil {
-		p.details = func(step string) string { return reshardDetails(in, *prog, step) }
+		p.details = func(step string) string { return reshardDetails(title, *prog, step) }
 	}
 	upsertPhase(ctx, phase)
 	p.step("phase %s", phase)

@@ -29,11 +29,12 @@ type Actions struct {
 	Conn Connector
 }
 
-// Register registers the activities under the names the Reshard workflow
-// calls them by, which read as steps in the Temporal UI.
+// Register registers the activities under the names the Reshard and
+// MoveTables workflows call them by, which read as steps in the Temporal UI.
 func (a *Actions) Register(r worker.Registry) {
 	for name, fn := range map[string]any{
 		workflows.PlanReshardActivity:    a.PlanReshard,
+		workflows.PlanMoveTablesActivity: a.PlanMoveTables,
 		workflows.CopyTablesActivity:     a.CopyTables,
 		workflows.StreamChangesActivity:  a.StreamChanges,
 		workflows.StreamLagActivity:      a.StreamLag,

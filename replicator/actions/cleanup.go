@@ -16,6 +16,7 @@ import (
 // target the replication origins and the reshard's copy progress rows.
 // Rows already copied to the targets stay (see docs/operations.md).
 func (a *Actions) CleanupReshard(ctx context.Context, plan workflows.ReshardPlan) error {
+	a = a.forPlan(plan)
 	stop := beating(ctx, func() any { return nil })
 	defer stop()
 	for _, src := range plan.Sources {

@@ -17,6 +17,7 @@ import (
 // it. The forward streams' applied changes, which reach the slot too,
 // carry their replication origin, and the reverse streams skip them.
 func (a *Actions) PrepareReverse(ctx context.Context, in workflows.CutoverInput) error {
+	a = a.forPlan(in.Plan)
 	rev := in.Plan.Reversed()
 	for _, shard := range rev.Sources {
 		conn, _, err := a.connect(ctx, shard, rev.Database)
@@ -43,8 +44,12 @@ func (a *Actions) PrepareReverse(ctx context.Context, in workflows.CutoverInput)
 // streams. Every row of the group's tables on a source has moved (a
 // target is never a source), so the tables are emptied, in one TRUNCATE
 // with the fence's drop: references among the group's tables do not
-// block it, and no write can land between the two.
+// block it, and no write can land between the two. A MoveTables' plan
+// drops the moved tables from the sources instead (not DROP ... CASCADE:
+// a foreign key from a table that stays refuses the drop, and Complete
+// fails saying so); an import's leaves the external tables, unfenced.
 func (a *Actions) CompleteReshard(ctx context.Context, plan workflows.ReshardPlan) error {
+	a = a.forPlan(plan)
 	if err := a.CleanupReshard(ctx, plan.Reversed()); err != nil {
 		return err
 	}
@@ -62,6 +67,16 @@ func (a *Actions) CompleteReshard(ctx context.Context, plan workflows.ReshardPla
 		}
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if err := unfence(ctx, tx, plan); err != nil {
+				return err
+			}
+			if plan.Imports() {
+				// The external tables stay: Tessera does not own that
+				// database.
+				return nil
+			}
+			if plan.MovesTables() {
+				// The tables have moved to another group: they go.
+				_, err := tx.Exec(ctx, "DROP TABLE "+strings.Join(tables, ", "))
 				return err
 			}
 			_, err := tx.Exec(ctx, "TRUNCATE "+strings.Join(tables, ", "))

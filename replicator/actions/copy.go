@@ -23,6 +23,7 @@ import (
 // the stream later skips, for the rows copied from the later snapshot,
 // the changes that snapshot already held.
 func (a *Actions) CopyTables(ctx context.Context, in workflows.SourceInput) (workflows.CopyTablesResult, error) {
+	a = a.forPlan(in.Plan)
 	res := workflows.CopyTablesResult{Source: in.Source, Rows: map[string]int64{}}
 	var beat workflows.CopyHeartbeat
 	if lastDetails(ctx, &beat) {

@@ -25,6 +25,7 @@ const routerPoll = 100 * time.Millisecond
 // (replicator.DefaultStatusInterval), so MaxCatchUp must be larger.
 // Too far behind is refused (55000): the operator tries again later.
 func (a *Actions) CheckCutover(ctx context.Context, in workflows.CutoverInput) (workflows.CheckCutoverResult, error) {
+	a = a.forPlan(in.Plan)
 	res := workflows.CheckCutoverResult{CatchUpSeconds: map[string]float64{}}
 	lag, err := a.StreamLag(ctx, in.Plan)
 	if err != nil {
@@ -108,8 +109,13 @@ func (a *Actions) ClearTableBuffer(ctx context.Context, in workflows.CutoverInpu
 // ranges there are still the plan's sources'. A retry that finds them
 // already the targets' (its earlier attempt's write succeeded) returns
 // that revision.
+//
+// A MoveTables' plan moves its tables' placements instead (switchTables).
 func (a *Actions) SwitchTopology(ctx context.Context, in workflows.CutoverInput) (workflows.SwitchTopologyResult, error) {
 	plan := in.Plan
+	if plan.MovesTables() {
+		return a.switchTables(ctx, plan)
+	}
 	snap, err := a.Store.GetTopology(ctx)
 	if err != nil {
 		return workflows.SwitchTopologyResult{}, activityError(err)
@@ -147,12 +153,18 @@ func (a *Actions) SwitchTopology(ctx context.Context, in workflows.CutoverInput)
 	if err != nil {
 		return workflows.SwitchTopologyResult{}, activityError(err)
 	}
+	return a.applySwitch(ctx, next, snap.Revision)
+}
+
+// applySwitch stores the switched topology if the stored one is still at
+// revision.
+func (a *Actions) applySwitch(ctx context.Context, next *topo.Topology, revision int64) (workflows.SwitchTopologyResult, error) {
 	// Force bypasses the placement guard, which refuses exactly this: a
 	// topology that moves tables. Here the rows have moved (the targets
 	// hold every write the fenced sources acknowledged), which is what
 	// the guard protects; the compare-and-swap on the revision read above
 	// keeps any other change from being overwritten.
-	rev, err := a.Store.ApplyTopology(ctx, next, store.ApplyOptions{ExpectedRevision: snap.Revision, Force: true})
+	rev, err := a.Store.ApplyTopology(ctx, next, store.ApplyOptions{ExpectedRevision: revision, Force: true})
 	if err != nil {
 		// A revision mismatch (40001) is retried: the next attempt reads
 		// the new revision and checks the group again.

@@ -23,6 +23,7 @@ const diffChunksPerCall = 20
 // table after the last chunk its heartbeat holds, on new snapshots (a new
 // consistent point; the chunks compared before keep their results).
 func (a *Actions) DiffTables(ctx context.Context, plan workflows.ReshardPlan) (workflows.DiffTablesResult, error) {
+	a = a.forPlan(plan)
 	var mu sync.Mutex
 	res := workflows.DiffTablesResult{Reports: map[string]json.RawMessage{}}
 	var prior workflows.DiffTablesResult

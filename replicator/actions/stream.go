@@ -20,6 +20,7 @@ import (
 // targets' replication origins, so it neither skips nor re-applies a
 // source transaction.
 func (a *Actions) StreamChanges(ctx context.Context, in workflows.SourceInput) error {
+	a = a.forPlan(in.Plan)
 	s, closeConns, err := a.newStream(ctx, in.Plan, in.Source)
 	if err != nil {
 		return err
@@ -98,6 +99,7 @@ func (a *Actions) newStream(ctx context.Context, plan workflows.ReshardPlan, sou
 // the source's WAL: the slot is confirmed only past what every target has
 // durably applied, so this is the stream's lag as the sources see it.
 func (a *Actions) StreamLag(ctx context.Context, plan workflows.ReshardPlan) (workflows.StreamLagResult, error) {
+	a = a.forPlan(plan)
 	var res workflows.StreamLagResult
 	for _, src := range plan.Sources {
 		conn, _, err := a.connect(ctx, src, plan.Database)
