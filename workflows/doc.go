@@ -1,9 +1,9 @@
 // Package workflows holds Tessera's operations as durable Temporal
 // workflows: failover, switchover, durability, rejoin, repair, Reshard
 // (reshard.go; its cutovers SwitchTraffic and ReverseTraffic in
-// reshard_cutover.go; MoveTables is planned), and OnlineDDL's direct path
-// with SchemaCheck (onlineddl.go; its shadow path is planned). Each step is
-// an activity (package activities, or for Reshard package
+// reshard_cutover.go), MoveTables (movetables.go, on Reshard's run loop),
+// and OnlineDDL's direct path with SchemaCheck (onlineddl.go; its shadow
+// path is planned). Each step is an activity (package activities, or for Reshard package
 // replicator/actions and for OnlineDDL package onlineddl, called by name so
 // that this package links neither the Replicator nor the SQL parser), so a
 // workflow resumes where it stopped after any crash.
