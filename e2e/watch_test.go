@@ -147,7 +147,7 @@ func TestWatchReshard(t *testing.T) {
 	// Activities carry summaries naming their tables and shards.
 	summaries := activitySummaries(t, ctx, id)
 	for _, want := range []string{
-		"plan the reshard of shop.data",
+		"plan: Reshard shop.data",
 		"copy public.customers from s1 to [t1 t2]",
 		"stream public.customers from s1 to [t1 t2]",
 		"VDiff public.customers: [s1] against [t1 t2]",
@@ -171,10 +171,8 @@ func TestWatchReshard(t *testing.T) {
 		t.Errorf("vdiff: exit %d:\n%s", code, out)
 	}
 
-	_, stderr, code := runCLI(ctx, "reshard", "--database", "shop", "--shard-group", "data", "--switch-traffic")
-	if code != 1 || !strings.Contains(stderr, "(SQLSTATE 0A000)") {
-		t.Errorf("--switch-traffic: exit %d, stderr %q", code, stderr)
-	}
+	// The cutover (--switch-traffic) is other tests' subject; here the
+	// reshard is cancelled before it.
 	out, _, code = runCLI(ctx, "reshard", "--database", "shop", "--shard-group", "data", "--cancel")
 	if code != 0 || !strings.HasPrefix(out, id+": cancelled\n") {
 		t.Fatalf("--cancel: exit %d, stdout %q", code, out)
@@ -191,7 +189,7 @@ func TestWatchReshard(t *testing.T) {
 		t.Errorf("show of an unknown workflow: exit %d, stderr %q", code, stderr)
 	}
 	// A reshard its plan refuses ends the command with the refusal.
-	_, stderr, code = runCLI(ctx, "reshard", "--task-queue", queue, "--database", "shop", "--shard-group", "nosuch", "--target", "t1=-")
+	_, stderr, code := runCLI(ctx, "reshard", "--task-queue", queue, "--database", "shop", "--shard-group", "nosuch", "--target", "t1=-")
 	if code != 1 || !strings.Contains(stderr, `shard group "nosuch" does not exist`) || !strings.Contains(stderr, "(SQLSTATE 42704)") {
 		t.Errorf("a refused reshard: exit %d, stderr %q", code, stderr)
 	}
