@@ -151,6 +151,12 @@ type ReshardPlan struct {
 	// key ranges before the reshard, which the reverse streams route by
 	// and the cutover checks are still stored.
 	SourceTopology json.RawMessage `json:"source_topology,omitempty"`
+	// Queues maps a shard (source or target: the reverse streams read
+	// the targets) to the task queue of the Replicator beside it,
+	// workflows.ReplicatorQueue, when PlanReshard found one registered.
+	// A shard it does not name has its CopyTables and StreamChanges run on
+	// the workflow's own task queue, by the general workers.
+	Queues map[string]string `json:"queues,omitempty"`
 }
 
 // Reversed is the plan of the reverse streams a cutover starts: from the
