@@ -2,7 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -26,7 +30,9 @@ import (
 // ready_for_cutover. Then the replicator is stopped: a row written on s1
 // meanwhile does not reach its target, since nothing else polls s1's
 // queue, and does once the replicator runs again, its stream retried
-// from its slot.
+// from its slot. Last a replicator in a child process takes the stream
+// over and is SIGKILLed: the stream resumes after the 30 s heartbeat
+// timeout, once a replicator of s1 polls again.
 func TestReshardOnShardReplicator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -166,10 +172,124 @@ func TestReshardOnShardReplicator(t *testing.T) {
 		return nil
 	})
 	t.Logf("the stream resumed %s after the replicator restarted", time.Since(restarted).Round(time.Second))
+
+	// A replicator in a process of its own takes the stream over, and is
+	// killed (SIGKILL: no goodbye to Temporal, its registration lingers):
+	// the stream resumes once the heartbeat timeout has passed and a
+	// replicator of s1 polls again.
+	rep.Stop(ctx)
+	conns2 := map[string]string{}
+	for _, s := range []string{"s1", "t1", "t2"} {
+		conns2[s] = pg.ConnConfig(dbOf(s), "")
+	}
+	child := replicatorProcess(t, replicatorSpec{TemporalAddr: temporalSrv.FrontendAddr(), EtcdEndpoints: cluster.Info().Etcd,
+		Cluster: storeCluster, Shard: "s1", ID: "rep-s1-child", ConnStrings: conns2})
+	if _, err := conns["s1"].Exec(ctx, `INSERT INTO customers VALUES (9002, 'streamed by the child')`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "customer 9002 reaches its target through the child replicator", func() error {
+		if n := onTargets(t, ctx, conns, 9002); n != 1 {
+			return fmt.Errorf("%d rows of customer 9002 on the targets", n)
+		}
+		return nil
+	})
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+	if _, err := conns["s1"].Exec(ctx, `INSERT INTO customers VALUES (9003, 'after the kill')`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if n := onTargets(t, ctx, conns, 9003); n != 0 {
+		t.Fatalf("customer 9003 reached the targets with s1's replicator killed (%d rows)", n)
+	}
+	rep = startReplicator()
+	restarted = time.Now()
+	eventually(t, 2*time.Minute, "customer 9003 reaches its target after the kill", func() error {
+		if n := onTargets(t, ctx, conns, 9003); n != 1 {
+			return fmt.Errorf("%d rows of customer 9003 on the targets", n)
+		}
+		return nil
+	})
+	t.Logf("after the SIGKILL the stream resumed %s after a replicator polled again", time.Since(restarted).Round(time.Second))
 	if got := activityQueues(t, ctx, id)[workflows.StreamChangesActivity]; len(got) != len(ranOn[workflows.StreamChangesActivity]) {
-		t.Errorf("streams scheduled %v after the restart, were %v: the stream should have been retried, not started anew",
+		t.Errorf("streams scheduled %v after the restarts, were %v: the stream should have been retried, not started anew",
 			got, ranOn[workflows.StreamChangesActivity])
 	}
+}
+
+// replicatorEnv, when set to a JSON replicatorSpec, makes the test binary
+// run that replicator until it is killed: a replicator in a process of
+// its own.
+const replicatorEnv = "TESSERA_E2E_REPLICATOR"
+
+// replicatorSpec is what a replicator process needs; ConnStrings maps a
+// shard to its database's connection string (the test's shards are
+// databases of one Postgres, without sidecars).
+type replicatorSpec struct {
+	TemporalAddr  string
+	EtcdEndpoints []string
+	Cluster       string
+	Shard         string
+	ID            string
+	ConnStrings   map[string]string
+}
+
+func runReplicatorProcess(specJSON string) int {
+	var spec replicatorSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		log.Print(err)
+		return 2
+	}
+	err := worker.RunReplicator(context.Background(), worker.ReplicatorConfig{TemporalAddr: spec.TemporalAddr,
+		EtcdEndpoints: spec.EtcdEndpoints, Cluster: spec.Cluster, Shard: spec.Shard, ID: spec.ID,
+		Conn: actions.ConnectorFunc(func(_ context.Context, shard, _ string) (string, error) {
+			if s, ok := spec.ConnStrings[shard]; ok {
+				return s, nil
+			}
+			return "", fmt.Errorf("no connection string for shard %s", shard)
+		})})
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	return 0
+}
+
+// replicatorProcess starts a replicator in a child process and waits
+// until it has registered.
+func replicatorProcess(t *testing.T, spec replicatorSpec) *exec.Cmd {
+	t.Helper()
+	cfg, _ := json.Marshal(spec)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), replicatorEnv+"="+string(cfg))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	st, err := store.Dial(context.Background(), spec.EtcdEndpoints, spec.Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eventually(t, 30*time.Second, "the replicator process registers", func() error {
+		recs, err := st.ListRecords(context.Background(), store.KindReplicator)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.ID == spec.ID {
+				return nil
+			}
+		}
+		return fmt.Errorf("no replicator %s yet", spec.ID)
+	})
+	return cmd
 }
 
 // activityQueues lists, per activity type, the task queue of each
