@@ -21,7 +21,9 @@ func newWorkerCommand() *cobra.Command {
 		Short: "Run a Temporal worker for Tessera's operations, with an admin",
 		Long: `Run a Temporal worker that executes Tessera's operation workflows (Failover,
 Switchover, SetDurability, Rejoin, RepairShard, Reshard) from the "tessera"
-task queue.
+task queue. A reshard's copies and streams of a shard that has a Replicator
+("tessera replicator --shard") run there instead; those of other shards run
+here.
 
 With --admin (the default) it also runs an admin: it follows every sidecar's
 health and, while it holds recovery leadership (one admin of all that run

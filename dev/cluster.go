@@ -34,9 +34,11 @@ type Cluster struct {
 	worker   *worker.Worker
 	router   *router.Server
 
-	mu     sync.Mutex // guards info and shards
+	mu     sync.Mutex // guards info, shards and replicators
 	info   Info
 	shards map[string]*shard
+	// replicators run one per shard, on its own task queue.
+	replicators map[string]*worker.Replicator
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -56,7 +58,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := os.Chmod(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger, shards: map[string]*shard{}}
+	c := &Cluster{cfg: cfg, log: cfg.Logger, shards: map[string]*shard{}, replicators: map[string]*worker.Replicator{}}
 	defer func() {
 		if err != nil {
 			c.Stop(context.WithoutCancel(ctx))
@@ -114,6 +116,11 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.startWorker(ctx); err != nil {
 		return nil, err
 	}
+	for _, uid := range toRun {
+		if err := c.startReplicator(ctx, uid); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.save(); err != nil {
 		return nil, err
 	}
@@ -145,6 +152,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		c.cancel()
 	}
 	c.wg.Wait()
+	c.stopReplicators(ctx)
 	var errs []error
 	// The worker's admin goes first: it would take stopping shards for
 	// failed ones.
@@ -311,7 +319,7 @@ func (c *Cluster) startWorker(ctx context.Context) error {
 	}
 	// The Replicator's activities (Reshard) connect to the primaries
 	// directly, as the superuser, with the password from this file.
-	wcfg.ReplicatorPasswordFile = filepath.Join(c.cfg.DataDir, "replicator-password")
+	wcfg.ReplicatorPasswordFile = c.replicatorPasswordFile()
 	if err := os.WriteFile(wcfg.ReplicatorPasswordFile, []byte(c.cfg.Password), 0o600); err != nil {
 		return err
 	}

@@ -269,6 +269,9 @@ func (c *Cluster) CreateShard(ctx context.Context, uid string, replicas int) (Sh
 	if err := c.startShard(ctx, uid, replicas); err != nil {
 		return ShardInfo{}, err
 	}
+	if err := c.startReplicator(ctx, uid); err != nil {
+		return ShardInfo{}, err
+	}
 	if err := c.save(); err != nil {
 		return ShardInfo{}, err
 	}

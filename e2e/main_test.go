@@ -46,6 +46,9 @@ func run(m *testing.M) int {
 	if cfg := os.Getenv(workerEnv); cfg != "" {
 		return runWorkerProcess(cfg)
 	}
+	if spec := os.Getenv(replicatorEnv); spec != "" {
+		return runReplicatorProcess(spec)
+	}
 	base, err := os.MkdirTemp("", "e2e-")
 	if err != nil {
 		log.Fatal(err)

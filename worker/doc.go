@@ -4,4 +4,10 @@
 // starts those workflows when shards need them. Before it polls, it makes
 // sure the namespace has the search attributes the workflows set
 // (searchattr.go).
+//
+// It also runs a Replicator (replicator.go, `tessera replicator`): a
+// Temporal worker beside one shard's primary that polls that shard's own
+// task queue (workflows.ReplicatorQueue) for the Reshard workflow's copies
+// and streams reading the shard, and registers in discovery as kind
+// replicator.
 package worker

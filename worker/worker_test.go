@@ -50,3 +50,17 @@ func TestStartWithoutTemporal(t *testing.T) {
 		t.Fatalf("worker records after a failed start: %v %v", recs, err)
 	}
 }
+
+// TestStartReplicatorValidates: a replicator without its shard or its
+// password file is refused before it connects anywhere.
+func TestStartReplicatorValidates(t *testing.T) {
+	_, err := StartReplicator(context.Background(), ReplicatorConfig{Cluster: "c", ReplicatorPasswordFile: "/nonexistent/pw"})
+	if err == nil {
+		t.Fatal("an empty configuration was accepted")
+	}
+	for _, want := range []string{"Temporal address is required", "etcd endpoints are required", "shard is required", "reading the password file"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}

@@ -31,3 +31,9 @@ func RejoinID(instance string) string { return "rejoin-" + instance }
 
 // RepairID is the workflow id of a shard's repair.
 func RepairID(shard string) string { return "repair-" + shard }
+
+// ReplicatorQueue is the task queue of the Replicator beside a shard's
+// primary (`tessera replicator --shard`): the Reshard workflow routes the
+// activities that read one source shard (CopyTables, StreamChanges) there
+// when its plan found that shard's replicator registered.
+func ReplicatorQueue(shard string) string { return "replicator-" + shard }

@@ -331,11 +331,22 @@ func replicatorCtx(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// onSourceQueue routes an activity that reads one source shard to the
+// task queue of the Replicator beside it, when the plan found one
+// registered (ReshardPlan.Queues); otherwise it stays on the workflow's
+// own queue, served by the general workers.
+func onSourceQueue(ctx workflow.Context, plan ReshardPlan, src string) workflow.Context {
+	if q := plan.Queues[src]; q != "" {
+		return workflow.WithTaskQueue(ctx, q)
+	}
+	return ctx
+}
+
 func (r *reshard) copy(ctx workflow.Context) error {
 	r.phase(ctx, PhaseCopying)
 	futures := make([]workflow.Future, len(r.plan.Sources))
 	for i, src := range r.plan.Sources {
-		actx := withSummary(replicatorCtx(ctx), "copy %s from %s to %v", r.plan.tableNames(), src, r.plan.Targets)
+		actx := withSummary(onSourceQueue(replicatorCtx(ctx), r.plan, src), "copy %s from %s to %v", r.plan.tableNames(), src, r.plan.Targets)
 		futures[i] = workflow.ExecuteActivity(actx, CopyTablesActivity, SourceInput{Plan: r.plan, Source: src})
 	}
 	var errs []error
@@ -360,7 +371,7 @@ func (r *reshard) startStreams(ctx workflow.Context, plan ReshardPlan) {
 	r.live, r.stop, r.streams = plan, stop, map[string]workflow.Future{}
 	for _, src := range plan.Sources {
 		in := SourceInput{Plan: plan, Source: src, FenceGeneration: r.fenceGen}
-		actx := withSummary(replicatorCtx(sctx), "stream %s from %s to %v", plan.tableNames(), src, plan.Targets)
+		actx := withSummary(onSourceQueue(replicatorCtx(sctx), plan, src), "stream %s from %s to %v", plan.tableNames(), src, plan.Targets)
 		r.streams[src] = workflow.ExecuteActivity(actx, StreamChangesActivity, in)
 	}
 	r.p.step("streaming changes from %v to %v", plan.Sources, plan.Targets)

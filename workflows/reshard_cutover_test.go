@@ -112,7 +112,8 @@ func update(env *testsuite.TestWorkflowEnvironment, name string, out *error) {
 var updates int
 
 func TestReshardSwitchTrafficThenComplete(t *testing.T) {
-	f := &fakeReplicator{lag: 50 << 20}
+	// t1 has a replicator: the reverse stream from it runs there.
+	f := &fakeReplicator{lag: 50 << 20, queues: map[string]string{"t1": ReplicatorQueue("t1")}}
 	env := newReshardEnv(t, f)
 	// The running streams apply the fence's marker a second after it.
 	f.streamsEndAt = []time.Time{env.Now().Add(10*time.Minute + time.Second)}
@@ -167,6 +168,12 @@ func TestReshardSwitchTrafficThenComplete(t *testing.T) {
 	}
 	if f.called("stream s") != 4 || f.called("stream t") != 4 || f.called("complete") != 1 || f.called("cleanup") != 0 {
 		t.Fatalf("calls %v", f.calls)
+	}
+	if q := f.ranOn["stream t1"]; len(q) != 1 || q[0] != "replicator-t1" {
+		t.Fatalf("the reverse stream from t1 ran on %v, want replicator-t1", q)
+	}
+	if q := f.ranOn["stream s1"]; len(q) != 2 || q[0] != "default-test-taskqueue" {
+		t.Fatalf("the streams from s1 ran on %v, want the workflow's queue", q)
 	}
 }
 

@@ -43,6 +43,10 @@ type fakeReplicator struct {
 	streamsEndAt []time.Time
 	// generations: each started stream's fence generation.
 	generations []int
+	// queues is the plan's ReshardPlan.Queues; ranOn records the task
+	// queue each "copy <source>" and "stream <source>" was scheduled on.
+	queues map[string]string
+	ranOn  map[string][]string
 }
 
 func (f *fakeReplicator) record(call string) {
@@ -73,7 +77,7 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(Reshard, workflow.RegisterOptions{Name: ReshardName})
-	f.slots, f.streaming = map[string]bool{}, map[string]bool{}
+	f.slots, f.streaming, f.ranOn = map[string]bool{}, map[string]bool{}, map[string][]string{}
 	reg := func(name string, fn any) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
 	reg(PlanReshardActivity, func(ctx context.Context, in PlanReshardInput) (ReshardPlan, error) {
 		f.record("plan")
@@ -83,11 +87,14 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		if in.WorkflowID == "" || in.Input.ShardGroup != "customer_data" {
 			return ReshardPlan{}, errors.New("bad plan input")
 		}
-		return testPlan, nil
+		plan := testPlan
+		plan.Queues = f.queues
+		return plan, nil
 	})
 	reg(CopyTablesActivity, func(ctx context.Context, in SourceInput) (CopyTablesResult, error) {
 		f.record("copy " + in.Source)
 		f.mu.Lock()
+		f.ranOn["copy "+in.Source] = append(f.ranOn["copy "+in.Source], activity.GetInfo(ctx).TaskQueue)
 		f.slots[in.Source] = true
 		f.mu.Unlock()
 		if f.copyBlocks {
@@ -170,6 +177,7 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		}
 		f.record("stream " + in.Source)
 		f.mu.Lock()
+		f.ranOn["stream "+in.Source] = append(f.ranOn["stream "+in.Source], info.TaskQueue)
 		f.streaming[in.Source] = true
 		f.generations = append(f.generations, in.FenceGeneration)
 		f.mu.Unlock()
@@ -306,5 +314,32 @@ func TestReshardContinuesAsNewWithoutCopyingAgain(t *testing.T) {
 	}
 	if f.called("plan") != 0 || f.called("copy") != 0 || f.called("diff") != 0 || f.called("stream") != 2 || f.called("cleanup") != 1 {
 		t.Fatalf("calls: %v", f.calls)
+	}
+}
+
+// The plan names a replicator for s1 only: s1's copy and streams are
+// scheduled on its task queue, s2's on the workflow's own.
+func TestReshardRoutesPerSourceActivitiesToReplicators(t *testing.T) {
+	f := &fakeReplicator{queues: map[string]string{"s1": ReplicatorQueue("s1")}}
+	env := newReshardEnv(t, f)
+	env.RegisterDelayedCallback(func() {
+		if p := queryProgress(t, env); p.Phase != PhaseReadyForCutover {
+			t.Errorf("phase %q before the cancel", p.Phase)
+		}
+		env.SignalWorkflow(CancelSignal, nil)
+	}, 10*time.Minute)
+	env.ExecuteWorkflow(Reshard, reshardIn)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	own := "default-test-taskqueue"
+	want := map[string][]string{
+		"copy s1": {"replicator-s1"}, "stream s1": {"replicator-s1", "replicator-s1"},
+		"copy s2": {own}, "stream s2": {own, own},
+	}
+	for call, queues := range want {
+		if got := f.ranOn[call]; strings.Join(got, ",") != strings.Join(queues, ",") {
+			t.Errorf("%s ran on %v, want %v", call, got, queues)
+		}
 	}
 }

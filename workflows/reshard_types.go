@@ -165,6 +165,12 @@ type ReshardPlan struct {
 	// that Postgres' connection string, never the string itself. The
 	// source is then the pseudo-shard ImportSourceShard.
 	ImportSecret string `json:"import_secret,omitempty"`
+	// Queues maps a shard (source or target: the reverse streams read
+	// the targets) to the task queue of the Replicator beside it,
+	// workflows.ReplicatorQueue, when PlanReshard found one registered.
+	// A shard it does not name has its CopyTables and StreamChanges run on
+	// the workflow's own task queue, by the general workers.
+	Queues map[string]string `json:"queues,omitempty"`
 }
 
 // Imports says whether the plan imports from an external Postgres.

@@ -33,8 +33,15 @@
 // can read and write every shard's data, as the sidecar secret lets one
 // control every instance.
 //
-// Planned: one worker per source shard, beside its primary, on a task
-// queue of its own (reaching the source over its unix socket); for now the
-// activities run on the "tessera" task queue of any worker that has a
-// Connector, over TCP.
+// # Where they run
+//
+// CopyTables and StreamChanges read one source shard: a Replicator beside
+// that shard's primary (`tessera replicator --shard`, package worker)
+// registers them alone (RegisterSource) on its own task queue,
+// workflows.ReplicatorQueue(shard), and PlanReshard records that queue in
+// the plan for every source and target that has one registered
+// (planQueues). A shard without one, and every other activity, runs on the
+// workflow's queue ("tessera") of any worker that has a Connector.
+// Planned: the replicator reaching its primary over the unix socket
+// rather than TCP.
 package actions

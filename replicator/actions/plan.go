@@ -47,6 +47,9 @@ func (a *Actions) PlanReshard(ctx context.Context, in workflows.PlanReshardInput
 	if err := a.planTables(ctx, &plan, snap.Topology); err != nil {
 		return plan, err
 	}
+	if plan.Queues, err = a.planQueues(ctx, plan); err != nil {
+		return plan, err
+	}
 	return plan, nil
 }
 

@@ -20,6 +20,9 @@ const (
 	KindRouter  Kind = "router"
 	KindSidecar Kind = "sidecar"
 	KindWorker  Kind = "worker"
+	// KindReplicator is a Replicator (`tessera replicator`) beside one
+	// shard's primary; its record names the shard.
+	KindReplicator Kind = "replicator"
 )
 
 // The roles of the Postgres instance a sidecar runs beside.
@@ -30,10 +33,10 @@ const (
 
 func (k Kind) check() error {
 	switch k {
-	case KindRouter, KindSidecar, KindWorker:
+	case KindRouter, KindSidecar, KindWorker, KindReplicator:
 		return nil
 	}
-	return fmt.Errorf("unknown process kind %q (want router, sidecar or worker)", k)
+	return fmt.Errorf("unknown process kind %q (want router, sidecar, worker or replicator)", k)
 }
 
 // Record says where a live process can be reached. Its key is
@@ -90,6 +93,9 @@ func (r Record) Check() error {
 		if r.Role != RolePrimary && r.Role != RoleReplica {
 			errs = append(errs, fmt.Errorf("a sidecar record's role is %q, not primary or replica", r.Role))
 		}
+	}
+	if r.Kind == KindReplicator && r.ShardUID == "" {
+		errs = append(errs, errors.New("a replicator record needs a shard_uid"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid %s record %q: %w", r.Kind, r.ID, errors.Join(errs...))

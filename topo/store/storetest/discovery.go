@@ -77,6 +77,7 @@ func testRecordChecks(t *testing.T, s *store.Store) {
 		"sidecar without instance": {Kind: store.KindSidecar, ID: "s1", ShardUID: "shard-0", Role: store.RolePrimary},
 		"sidecar without role":     sidecar("s1", ""),
 		"sidecar with other role":  sidecar("s1", "leader"),
+		"replicator without shard": {Kind: store.KindReplicator, ID: "rep1"},
 	}
 	for name, rec := range bad {
 		if rec.Check() == nil {
@@ -87,7 +88,8 @@ func testRecordChecks(t *testing.T, s *store.Store) {
 			t.Errorf("%s: Register accepted %+v", name, rec)
 		}
 	}
-	for _, rec := range []store.Record{sidecar("s1", store.RolePrimary), sidecar("s2", store.RoleReplica), router("r1"), {Kind: store.KindWorker, ID: "w1"}} {
+	for _, rec := range []store.Record{sidecar("s1", store.RolePrimary), sidecar("s2", store.RoleReplica), router("r1"), {Kind: store.KindWorker, ID: "w1"},
+		{Kind: store.KindReplicator, ID: "rep1", ShardUID: "shard-0"}} {
 		if err := rec.Check(); err != nil {
 			t.Errorf("Check(%+v): %v", rec, err)
 		}
