@@ -16,7 +16,7 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -run TestAllocations ./router/planner/
-	$(GO) test -count=1 -timeout 10m ./e2e/
+	$(GO) test -count=1 -timeout 20m ./e2e/
 
 # A short coverage-guided run of every fuzz target (their seed corpora
 # already run as ordinary tests in `make test`).
@@ -30,6 +30,8 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzSplitInsert -fuzztime 30s ./router/planner/
 	$(GO) test -run XXX -fuzz FuzzDemoteFatal -fuzztime 15s ./sidecar/
 	$(GO) test -run XXX -fuzz FuzzFrameCodec -fuzztime 30s ./sidecar/
+	$(GO) test -run XXX -fuzz FuzzClassify -fuzztime 30s ./ddl/
+	$(GO) test -run XXX -fuzz FuzzCopyRouter -fuzztime 30s ./replicator/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./topo/... ./router/... ./sidecar
