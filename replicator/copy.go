@@ -41,16 +41,21 @@ type Copier struct {
 	// BatchRows bounds a batch; zero means DefaultBatchRows.
 	BatchRows int
 
-	// afterTargetCommit, when set (by tests), runs after each target
-	// commits a batch: it lets a test stop a copy between two targets.
-	afterTargetCommit func(batch, target int)
+	// atTarget, when set (by tests), runs before each target writes a
+	// batch (committed false) and after it commits it (true): it lets a
+	// test stop a copy at any point of a batch.
+	atTarget func(batch, target int, committed bool)
 }
 
 // CopyStats counts what one CopyTable call copied.
 type CopyStats struct {
-	Batches    int
-	Rows       int64   // rows read from the source
-	TargetRows []int64 // rows written to each target
+	Batches int   // batches read from the source, the one it stopped in included
+	Rows    int64 // rows read from the source
+	// RereadBatches are the batches read again because an earlier attempt,
+	// stopped between two targets' commits, had written them to some
+	// targets and not to others.
+	RereadBatches int
+	TargetRows    []int64 // rows written to each target
 }
 
 // CopyTable copies table t, placed by p in the target topology, resuming
@@ -111,11 +116,14 @@ func (c *Copier) CopyTable(ctx context.Context, t *Table, p *topo.Placement) (Co
 		}
 		// A target takes part in the batch when it has copied no further
 		// than cur; the others already hold these rows.
+		reread := false
 		for i := range c.Targets {
 			dst[i] = nil
 			if !pos[i].done && sameKey(pos[i].key, cur) {
 				bufs[i].Reset()
 				dst[i] = &bufs[i]
+			} else {
+				reread = true
 			}
 		}
 		if err := c.readBatch(ctx, t, router, cur, upper, batchRows, dst); err != nil {
@@ -123,6 +131,9 @@ func (c *Copier) CopyTable(ctx context.Context, t *Table, p *topo.Placement) (Co
 		}
 		stats.Batches++
 		stats.Rows += router.Rows()
+		if reread {
+			stats.RereadBatches++
+		}
 
 		// last is the key the batch copied up to: its last row's, or the
 		// bound that ended it. A done table's last stretch reaches its end.
@@ -132,7 +143,9 @@ func (c *Copier) CopyTable(ctx context.Context, t *Table, p *topo.Placement) (Co
 				return stats, err
 			}
 		}
-		exhausted := router.Rows() < int64(batchRows)
+		// A batch that ends on the bound has exhausted its stretch too:
+		// the next would read nothing.
+		exhausted := router.Rows() < int64(batchRows) || (upper != nil && sameKey(last, upper))
 		if exhausted && upper != nil {
 			last = upper
 		}
@@ -141,13 +154,17 @@ func (c *Copier) CopyTable(ctx context.Context, t *Table, p *topo.Placement) (Co
 			if dst[i] == nil {
 				continue
 			}
-			if err := c.writeBatch(ctx, tg, t, bufs[i].Bytes(), router.TargetRows(i), segStart[i], last, done); err != nil {
+			if c.atTarget != nil {
+				c.atTarget(stats.Batches, i, false)
+			}
+			rec := batchRecord{after: segStart[i], last: last, done: done, rows: router.TargetRows(i), reread: reread}
+			if err := c.writeBatch(ctx, tg, t, bufs[i].Bytes(), rec); err != nil {
 				return stats, fmt.Errorf("copy %s to %s: %w", t.DisplayName(), tg.Shard, err)
 			}
 			stats.TargetRows[i] += router.TargetRows(i)
 			pos[i] = targetPosition{key: last, done: done}
-			if c.afterTargetCommit != nil {
-				c.afterTargetCommit(stats.Batches, i)
+			if c.atTarget != nil {
+				c.atTarget(stats.Batches, i, true)
 			}
 		}
 		if done {
@@ -201,19 +218,19 @@ func (c *Copier) readBatch(ctx context.Context, t *Table, router *CopyRouter, cu
 
 // writeBatch writes one target's share of a batch and its progress in one
 // transaction.
-func (c *Copier) writeBatch(ctx context.Context, tg Target, t *Table, data []byte, rows int64, after, last []string, done bool) error {
+func (c *Copier) writeBatch(ctx context.Context, tg Target, t *Table, data []byte, rec batchRecord) error {
 	tx, err := tg.Conn.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(context.Background())
-	if rows > 0 {
+	if rec.rows > 0 {
 		sql := "COPY " + t.QualifiedName() + " (" + t.columnList() + ") FROM STDIN (FORMAT binary)"
 		if _, err := tg.Conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), sql); err != nil {
 			return err
 		}
 	}
-	if err := recordProgress(ctx, tx, c.Workflow, c.Source, t.DisplayName(), c.Snapshot.LSN, after, last, done); err != nil {
+	if err := recordProgress(ctx, tx, c.Workflow, c.Source, t.DisplayName(), c.Snapshot.LSN, rec); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
