@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -189,7 +190,12 @@ func pipeCopy(b *testing.B, ctx context.Context, src, dst *pgx.Conn) (int64, tim
 	pr, pw := io.Pipe()
 	read := make(chan error, 1)
 	go func() {
-		_, err := src.PgConn().CopyTo(ctx, pw, "COPY events TO STDOUT (FORMAT binary)")
+		// Buffered as a shell pipe is: CopyTo writes each row on its own.
+		buf := bufio.NewWriterSize(pw, 64<<10)
+		_, err := src.PgConn().CopyTo(ctx, buf, "COPY events TO STDOUT (FORMAT binary)")
+		if err == nil {
+			err = buf.Flush()
+		}
 		pw.CloseWithError(err)
 		read <- err
 	}()

@@ -11,7 +11,8 @@ import (
 // A copy stopped at about a third of the table (between two targets'
 // commits of a batch: the worst case, where the resumed copy reads that
 // batch again for the target that lacks it) and again in its last batch
-// (before any target wrote it: the batch in flight is lost and read again)
+// (before any target committed it: the batch in flight is lost and read
+// again)
 // resumes each time where the targets' progress rows say. The counters
 // show it: in all, one batch more was read per stop than an uninterrupted
 // copy reads, every target committed each batch exactly once, and the
@@ -52,7 +53,7 @@ func TestCopyTableKilledAtAThirdAndAtTheLastBatch(t *testing.T) {
 		t.Fatalf("attempt 1 returned %v, want a cancellation", err)
 	}
 	// Attempt 2 reads batch 4 again for t2, then 5 to 12: it stops in its
-	// 9th batch, the table's last, before t1 writes it.
+	// 9th batch, the table's last, before t1 commits it.
 	lastInAttempt2 := wholeCopy - firstStop + 1
 	second, err := copyOnce(t, "wfkill", srcURL, targetURLs, slot, true, func(cancel func(), batch, target int, committed bool) {
 		if batch == lastInAttempt2 && target == 0 && !committed {

@@ -88,6 +88,7 @@ func readPosition(ctx context.Context, conn *pgx.Conn, workflow, source, table s
 
 // batchRecord is what a target records with one batch it commits.
 type batchRecord struct {
+	table       string
 	after, last []string // the stretch's start, the batch's last key
 	done        bool
 	rows        int64 // rows the batch wrote to this target
@@ -96,7 +97,7 @@ type batchRecord struct {
 
 // recordProgress upserts a target's progress in tx, the batch's own
 // transaction, counting the batch.
-func recordProgress(ctx context.Context, tx pgx.Tx, workflow, source, table string, lsn pglogrepl.LSN, b batchRecord) error {
+func recordProgress(ctx context.Context, tx pgx.Tx, workflow, source string, lsn pglogrepl.LSN, b batchRecord) error {
 	reread := 0
 	if b.reread {
 		reread = 1
@@ -108,7 +109,7 @@ func recordProgress(ctx context.Context, tx pgx.Tx, workflow, source, table stri
 		DO UPDATE SET last_key = excluded.last_key, done = excluded.done, updated_at = now(),
 			batches = p.batches + 1, rows = p.rows + excluded.rows,
 			reread_batches = p.reread_batches + excluded.reread_batches`,
-		workflow, source, table, lsn.String(), b.after, b.last, b.done, b.rows, reread)
+		workflow, source, b.table, lsn.String(), b.after, b.last, b.done, b.rows, reread)
 	return err
 }
 
