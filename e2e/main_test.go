@@ -45,6 +45,9 @@ func run(m *testing.M) int {
 	if cfg := os.Getenv(workerEnv); cfg != "" {
 		return runWorkerProcess(cfg)
 	}
+	if spec := os.Getenv(replicatorWorkerEnv); spec != "" {
+		return runReplicatorWorkerProcess(spec)
+	}
 	base, err := os.MkdirTemp("", "e2e-")
 	if err != nil {
 		log.Fatal(err)

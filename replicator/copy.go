@@ -245,8 +245,8 @@ func (c *Copier) beginWrites(ctx context.Context, t *Table, part []int) (*batchW
 		tg := c.Targets[i]
 		tx, err := tg.Conn.Begin(ctx)
 		if err != nil {
-			w.abort(err)
-			w.rollback()
+			// The COPYs begun end, then their transactions roll back.
+			w.finish(err)
 			return nil, fmt.Errorf("copy %s to %s: %w", t.DisplayName(), tg.Shard, err)
 		}
 		w.txs[i] = tx
