@@ -49,6 +49,9 @@ func run(m *testing.M) int {
 	if spec := os.Getenv(replicatorEnv); spec != "" {
 		return runReplicatorProcess(spec)
 	}
+	if spec := os.Getenv(replicatorWorkerEnv); spec != "" {
+		return runReplicatorWorkerProcess(spec)
+	}
 	base, err := os.MkdirTemp("", "e2e-")
 	if err != nil {
 		log.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/topo"
@@ -275,31 +276,66 @@ func releaseOrigin(conn *pgx.Conn) {
 	}
 }
 
+// pipelined bounds the statements applyTransaction sends in one round
+// trip: a source transaction of one row costs one round trip, one of a
+// thousand rows one too, and no batch grows without bound.
+const pipelined = 1000
+
 // applyTransaction applies one source transaction's changes for one target
 // in one target transaction, which also advances the target's origin to
-// the source transaction's end: both commit, or neither.
+// the source transaction's end: both commit, or neither. The statements go
+// in pipelines of up to pipelined, BEGIN with the first and COMMIT with the
+// last, so that a small source transaction costs a single round trip.
 func applyTransaction(ctx context.Context, conn *pgx.Conn, changes []change, end pglogrepl.LSN, commitTime time.Time) error {
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.Background())
+	pg := conn.PgConn()
+	b := &pgconn.Batch{}
+	b.ExecParams("BEGIN", nil, nil, nil, nil)
 	// The slot is confirmed once this commit returns, so the commit must be
 	// durable: synchronous_commit=off is raised to on for this transaction
 	// (stricter settings, which the shard's durability policy may ask
 	// for, are kept).
-	if _, err := tx.Exec(ctx, `SELECT pg_replication_origin_xact_setup($1::pg_lsn, $2),
+	b.ExecParams(`SELECT pg_replication_origin_xact_setup($1::pg_lsn, $2::timestamptz),
 		CASE WHEN current_setting('synchronous_commit') = 'off' THEN set_config('synchronous_commit', 'on', true) END`,
-		end.String(), commitTime); err != nil {
+		[][]byte{[]byte(end.String()), []byte(commitTime.UTC().Format("2006-01-02 15:04:05.999999Z07:00"))}, nil, nil, nil)
+	sqls := []string{"BEGIN", "replication origin setup"}
+	send := func() error {
+		err := runPipeline(ctx, pg, b, sqls)
+		if err != nil && !pg.IsClosed() {
+			// A failed statement left the transaction aborted: nothing
+			// of it commits.
+			pg.Exec(context.Background(), "ROLLBACK").Close()
+		}
+		b, sqls = &pgconn.Batch{}, sqls[:0]
 		return err
 	}
 	for _, c := range changes {
-		res := conn.PgConn().ExecParams(ctx, c.sql, c.values, c.oids, c.formats, nil).Read()
-		if res.Err != nil {
-			return fmt.Errorf("%s: %w", firstWords(c.sql), res.Err)
+		b.ExecParams(c.sql, c.values, c.oids, c.formats, nil)
+		sqls = append(sqls, c.sql)
+		if len(sqls) >= pipelined {
+			if err := send(); err != nil {
+				return err
+			}
 		}
 	}
-	return tx.Commit(ctx)
+	b.ExecParams("COMMIT", nil, nil, nil, nil)
+	sqls = append(sqls, "COMMIT")
+	return send()
+}
+
+// runPipeline sends a batch in one round trip and returns the first
+// statement's error, naming it.
+func runPipeline(ctx context.Context, pg *pgconn.PgConn, b *pgconn.Batch, sqls []string) error {
+	mrr := pg.ExecBatch(ctx, b)
+	var first error
+	for i := 0; mrr.NextResult(); i++ {
+		if _, err := mrr.ResultReader().Close(); err != nil && first == nil && i < len(sqls) {
+			first = fmt.Errorf("%s: %w", firstWords(sqls[i]), err)
+		}
+	}
+	if err := mrr.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
 }
 
 func firstWords(sql string) string {

@@ -1,7 +1,7 @@
 package replicator
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -41,23 +41,29 @@ type Copier struct {
 	// BatchRows bounds a batch; zero means DefaultBatchRows.
 	BatchRows int
 
-	// afterTargetCommit, when set (by tests), runs after each target
-	// commits a batch: it lets a test stop a copy between two targets.
-	afterTargetCommit func(batch, target int)
+	// atTarget, when set (by tests), runs before each target commits a
+	// batch it has written (committed false) and after it commits it
+	// (true): it lets a test stop a copy at any point of a batch.
+	atTarget func(batch, target int, committed bool)
 }
 
 // CopyStats counts what one CopyTable call copied.
 type CopyStats struct {
-	Batches    int
-	Rows       int64   // rows read from the source
-	TargetRows []int64 // rows written to each target
+	Batches int   // batches begun, the one it stopped in included
+	Rows    int64 // rows read from the source
+	// RereadBatches are the batches read again because an earlier attempt,
+	// stopped between two targets' commits, had written them to some
+	// targets and not to others.
+	RereadBatches int
+	TargetRows    []int64 // rows written to each target
 }
 
 // CopyTable copies table t, placed by p in the target topology, resuming
 // where the targets' progress rows say. Each batch reads the next rows in
 // order key order as binary COPY from the snapshot, routes them (only the
-// shard key is decoded) and writes each target's share with binary COPY
-// and a progress row in one transaction per target. Every target records
+// shard key is decoded) and streams each target's share, as it is read,
+// into a binary COPY in a transaction per target, which commits with the
+// batch's progress row once the batch is read. Every target records
 // every batch's last key, even when it received none of its rows, so the
 // targets pass the same key boundaries; a copy stopped between two targets'
 // commits leaves them one batch apart, and the resumed copy sends that
@@ -101,8 +107,6 @@ func (c *Copier) CopyTable(ctx context.Context, t *Table, p *topo.Placement) (Co
 	}
 
 	types := pgtype.NewMap()
-	bufs := make([]bytes.Buffer, len(c.Targets))
-	dst := make([]io.Writer, len(c.Targets))
 	cur, next := stops[0], 1
 	for {
 		var upper []string
@@ -111,43 +115,56 @@ func (c *Copier) CopyTable(ctx context.Context, t *Table, p *topo.Placement) (Co
 		}
 		// A target takes part in the batch when it has copied no further
 		// than cur; the others already hold these rows.
+		var part []int
 		for i := range c.Targets {
-			dst[i] = nil
 			if !pos[i].done && sameKey(pos[i].key, cur) {
-				bufs[i].Reset()
-				dst[i] = &bufs[i]
+				part = append(part, i)
 			}
 		}
-		if err := c.readBatch(ctx, t, router, cur, upper, batchRows, dst); err != nil {
+		reread := len(part) < len(c.Targets)
+		writes, err := c.beginWrites(ctx, t, part)
+		if err != nil {
 			return stats, err
 		}
+		err = c.readBatch(ctx, t, router, cur, upper, batchRows, writes.dst)
 		stats.Batches++
+		if err := writes.finish(err); err != nil {
+			return stats, err
+		}
 		stats.Rows += router.Rows()
+		if reread {
+			stats.RereadBatches++
+		}
 
 		// last is the key the batch copied up to: its last row's, or the
 		// bound that ended it. A done table's last stretch reaches its end.
 		last := cur
 		if router.Rows() > 0 {
 			if last, err = keyText(types, t, router.LastFields()); err != nil {
+				writes.rollback()
 				return stats, err
 			}
 		}
-		exhausted := router.Rows() < int64(batchRows)
+		// A batch that ends on the bound has exhausted its stretch too:
+		// the next would read nothing.
+		exhausted := router.Rows() < int64(batchRows) || (upper != nil && sameKey(last, upper))
 		if exhausted && upper != nil {
 			last = upper
 		}
 		done := exhausted && upper == nil
-		for i, tg := range c.Targets {
-			if dst[i] == nil {
-				continue
+		for _, i := range part {
+			if c.atTarget != nil {
+				c.atTarget(stats.Batches, i, false)
 			}
-			if err := c.writeBatch(ctx, tg, t, bufs[i].Bytes(), router.TargetRows(i), segStart[i], last, done); err != nil {
-				return stats, fmt.Errorf("copy %s to %s: %w", t.DisplayName(), tg.Shard, err)
+			rec := batchRecord{table: t.DisplayName(), after: segStart[i], last: last, done: done, rows: router.TargetRows(i), reread: reread}
+			if err := writes.commit(ctx, i, rec); err != nil {
+				writes.rollback()
+				return stats, fmt.Errorf("copy %s to %s: %w", t.DisplayName(), c.Targets[i].Shard, err)
 			}
 			stats.TargetRows[i] += router.TargetRows(i)
 			pos[i] = targetPosition{key: last, done: done}
-			if c.afterTargetCommit != nil {
-				c.afterTargetCommit(stats.Batches, i)
+			if c.atTarget != nil {
+				c.atTarget(stats.Batches, i, true)
 			}
 		}
 		if done {
@@ -187,7 +204,13 @@ func (c *Copier) readBatch(ctx context.Context, t *Table, router *CopyRouter, cu
 		pr.CloseWithError(fmt.Errorf("routing stopped: %w", err))
 		routed <- err
 	}()
-	_, copyErr := c.Read.Conn().PgConn().CopyTo(ctx, pw, sql)
+	// CopyTo writes each row on its own: buffered, the router receives
+	// them in chunks rather than one hand-over between goroutines a row.
+	buf := bufio.NewWriterSize(pw, outBufferSize)
+	_, copyErr := c.Read.Conn().PgConn().CopyTo(ctx, buf, sql)
+	if copyErr == nil {
+		copyErr = buf.Flush()
+	}
 	pw.CloseWithError(copyErr)
 	routeErr := <-routed
 	if routeErr != nil {
@@ -199,24 +222,96 @@ func (c *Copier) readBatch(ctx context.Context, t *Table, router *CopyRouter, cu
 	return nil
 }
 
-// writeBatch writes one target's share of a batch and its progress in one
-// transaction.
-func (c *Copier) writeBatch(ctx context.Context, tg Target, t *Table, data []byte, rows int64, after, last []string, done bool) error {
-	tx, err := tg.Conn.Begin(ctx)
-	if err != nil {
-		return err
+// batchWrites are the targets' transactions of one batch, each receiving
+// its share of the rows as the source sends them: a COPY ... FROM STDIN
+// fed through a pipe while the batch is read, so reading, routing and
+// writing overlap as in a plain COPY pipe. Each commits with its progress
+// row once the batch is read.
+type batchWrites struct {
+	c      *Copier
+	txs    []pgx.Tx // by target; nil for targets not in the batch
+	pipes  []*io.PipeWriter
+	dst    []io.Writer // what the router writes to
+	copied []chan error
+}
+
+// beginWrites opens, on each target of part, the batch's transaction and
+// its COPY of t.
+func (c *Copier) beginWrites(ctx context.Context, t *Table, part []int) (*batchWrites, error) {
+	n := len(c.Targets)
+	w := &batchWrites{c: c, txs: make([]pgx.Tx, n), pipes: make([]*io.PipeWriter, n), dst: make([]io.Writer, n), copied: make([]chan error, n)}
+	sql := "COPY " + t.QualifiedName() + " (" + t.columnList() + ") FROM STDIN (FORMAT binary)"
+	for _, i := range part {
+		tg := c.Targets[i]
+		tx, err := tg.Conn.Begin(ctx)
+		if err != nil {
+			// The COPYs begun end, then their transactions roll back.
+			w.finish(err)
+			return nil, fmt.Errorf("copy %s to %s: %w", t.DisplayName(), tg.Shard, err)
+		}
+		w.txs[i] = tx
+		pr, pw := io.Pipe()
+		w.pipes[i], w.dst[i] = pw, pw
+		w.copied[i] = make(chan error, 1)
+		go func() {
+			_, err := tg.Conn.PgConn().CopyFrom(ctx, pr, sql)
+			// Unblock the router if the target refused the rows.
+			pr.CloseWithError(fmt.Errorf("copy to %s stopped: %w", tg.Shard, err))
+			w.copied[i] <- err
+		}()
 	}
-	defer tx.Rollback(context.Background())
-	if rows > 0 {
-		sql := "COPY " + t.QualifiedName() + " (" + t.columnList() + ") FROM STDIN (FORMAT binary)"
-		if _, err := tg.Conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), sql); err != nil {
-			return err
+	return w, nil
+}
+
+// finish ends the targets' COPYs once the batch is read (readErr nil) or
+// failed, and returns the first error of either; on one, every target's
+// transaction is rolled back.
+func (w *batchWrites) finish(readErr error) error {
+	w.abort(readErr)
+	err := readErr
+	for i, ch := range w.copied {
+		if ch == nil {
+			continue
+		}
+		if cerr := <-ch; cerr != nil && err == nil {
+			err = fmt.Errorf("copy to %s: %w", w.c.Targets[i].Shard, cerr)
 		}
 	}
-	if err := recordProgress(ctx, tx, c.Workflow, c.Source, t.DisplayName(), c.Snapshot.LSN, after, last, done); err != nil {
+	if err != nil {
+		w.rollback()
+	}
+	return err
+}
+
+// abort closes the pipes: with nil, a target's COPY ends normally; with
+// an error, it fails (the client sends CopyFail).
+func (w *batchWrites) abort(err error) {
+	for _, pw := range w.pipes {
+		if pw != nil {
+			pw.CloseWithError(err)
+		}
+	}
+}
+
+// commit records target i's progress in its transaction and commits it.
+func (w *batchWrites) commit(ctx context.Context, i int, rec batchRecord) error {
+	tx := w.txs[i]
+	c := w.c
+	if err := recordProgress(ctx, tx, c.Workflow, c.Source, c.Snapshot.LSN, rec); err != nil {
 		return err
 	}
+	w.txs[i] = nil
 	return tx.Commit(ctx)
+}
+
+// rollback ends the transactions not committed.
+func (w *batchWrites) rollback() {
+	for i, tx := range w.txs {
+		if tx != nil {
+			tx.Rollback(context.Background())
+			w.txs[i] = nil
+		}
+	}
 }
 
 // sortedPositions returns the distinct positions of the targets that are

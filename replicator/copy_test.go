@@ -78,10 +78,11 @@ func rowsOf(t *testing.T, conn *pgx.Conn, where string) []string {
 
 // copyOnce copies shop.public.orders with a fresh snapshot and fresh
 // connections, as a restarted worker would: from the permanent slot the
-// first time, from a temporary one when resuming. stopAfter, if set, runs
-// after each target commits a batch and may cancel the copy.
+// first time, from a temporary one when resuming. stopAt, if set, runs
+// before each target writes a batch and after it commits it, and may
+// cancel the copy.
 func copyOnce(t *testing.T, workflow, srcURL string, targetURLs map[string]string, slot string, resume bool,
-	stopAfter func(cancel func(), batch, target int)) (CopyStats, error) {
+	stopAt func(cancel func(), batch, target int, committed bool)) (CopyStats, error) {
 	t.Helper()
 	top, err := topo.Parse([]byte(moveTopology))
 	if err != nil {
@@ -110,8 +111,8 @@ func copyOnce(t *testing.T, workflow, srcURL string, targetURLs map[string]strin
 		Workflow: workflow, Source: "src", Snapshot: snap, Read: read, BatchRows: 250,
 		Targets: []Target{{"t1", connect(t, targetURLs["t1"])}, {"t2", connect(t, targetURLs["t2"])}},
 	}
-	if stopAfter != nil {
-		c.afterTargetCommit = func(batch, target int) { stopAfter(cancel, batch, target) }
+	if stopAt != nil {
+		c.atTarget = func(batch, target int, committed bool) { stopAt(cancel, batch, target, committed) }
 	}
 	return c.CopyTable(ctx, table, top.Resolve("shop", "public", "orders"))
 }
@@ -137,13 +138,13 @@ func TestCopyTableResumesAfterBeingKilled(t *testing.T) {
 	const slot = "wf1_copy_src"
 	t.Cleanup(func() { DropSlot(context.Background(), src, slot) })
 
-	run := func(t *testing.T, resume bool, stopAfter func(cancel func(), batch, target int)) (CopyStats, error) {
-		return copyOnce(t, "wf1", srcURL, targetURLs, slot, resume, stopAfter)
+	run := func(t *testing.T, resume bool, stopAt func(cancel func(), batch, target int, committed bool)) (CopyStats, error) {
+		return copyOnce(t, "wf1", srcURL, targetURLs, slot, resume, stopAt)
 	}
 
 	// Kill the copy after target t1 committed batch 5 and before t2 did.
-	_, err = run(t, false, func(cancel func(), batch, target int) {
-		if batch == 5 && target == 0 {
+	_, err = run(t, false, func(cancel func(), batch, target int, committed bool) {
+		if batch == 5 && target == 0 && committed {
 			cancel()
 		}
 	})

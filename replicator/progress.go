@@ -18,6 +18,15 @@ import (
 // from a new snapshot starts a new row, so the change stream can tell, for
 // any key, the snapshot its copied row belongs to and apply only changes
 // newer than it.
+//
+// The counters are exact because they commit with the batches they count:
+// batches and rows this target received in the stretch, and reread_batches,
+// those of them the copy read from the source a second time because an
+// earlier attempt, stopped between two targets' commits, had already
+// written them to another target. Summed over a target's stretches, rows
+// equals the rows the copy put there, and reread_batches is what a resumed
+// copy repeated beyond the one batch in flight when it stopped (which no
+// target committed, so nothing counts it).
 const progressDDL = `
 CREATE SCHEMA IF NOT EXISTS _tessera;
 CREATE TABLE IF NOT EXISTS _tessera.copy_progress (
@@ -30,7 +39,11 @@ CREATE TABLE IF NOT EXISTS _tessera.copy_progress (
 	done         boolean NOT NULL DEFAULT false,
 	updated_at   timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (workflow, source, table_name, snapshot_lsn)
-)`
+);
+ALTER TABLE _tessera.copy_progress
+	ADD COLUMN IF NOT EXISTS batches int8 NOT NULL DEFAULT 0,
+	ADD COLUMN IF NOT EXISTS rows int8 NOT NULL DEFAULT 0,
+	ADD COLUMN IF NOT EXISTS reread_batches int8 NOT NULL DEFAULT 0`
 
 // EnsureProgressTable creates _tessera.copy_progress on a target if it is
 // not there yet.
@@ -73,16 +86,52 @@ func readPosition(ctx context.Context, conn *pgx.Conn, workflow, source, table s
 	return p, err
 }
 
+// batchRecord is what a target records with one batch it commits.
+type batchRecord struct {
+	table       string
+	after, last []string // the stretch's start, the batch's last key
+	done        bool
+	rows        int64 // rows the batch wrote to this target
+	reread      bool  // an earlier attempt already wrote it to another target
+}
+
 // recordProgress upserts a target's progress in tx, the batch's own
-// transaction.
-func recordProgress(ctx context.Context, tx pgx.Tx, workflow, source, table string, lsn pglogrepl.LSN, after, last []string, done bool) error {
-	_, err := tx.Exec(ctx, `INSERT INTO _tessera.copy_progress
-			(workflow, source, table_name, snapshot_lsn, after_key, last_key, done)
-		VALUES ($1, $2, $3, $4::pg_lsn, $5, $6, $7)
+// transaction, counting the batch.
+func recordProgress(ctx context.Context, tx pgx.Tx, workflow, source string, lsn pglogrepl.LSN, b batchRecord) error {
+	reread := 0
+	if b.reread {
+		reread = 1
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO _tessera.copy_progress AS p
+			(workflow, source, table_name, snapshot_lsn, after_key, last_key, done, batches, rows, reread_batches)
+		VALUES ($1, $2, $3, $4::pg_lsn, $5, $6, $7, 1, $8, $9)
 		ON CONFLICT (workflow, source, table_name, snapshot_lsn)
-		DO UPDATE SET last_key = excluded.last_key, done = excluded.done, updated_at = now()`,
-		workflow, source, table, lsn.String(), after, last, done)
+		DO UPDATE SET last_key = excluded.last_key, done = excluded.done, updated_at = now(),
+			batches = p.batches + 1, rows = p.rows + excluded.rows,
+			reread_batches = p.reread_batches + excluded.reread_batches`,
+		workflow, source, b.table, lsn.String(), b.after, b.last, b.done, b.rows, reread)
 	return err
+}
+
+// CopyCounters are a target's copy counters for one table, summed over the
+// stretches (one per attempt) that _tessera.copy_progress records.
+type CopyCounters struct {
+	Stretches     int   // attempts that wrote at least one batch
+	Batches       int64 // batches committed
+	Rows          int64 // rows committed
+	RereadBatches int64 // batches read again for this target (see progressDDL)
+	Done          bool
+}
+
+// ReadCopyCounters returns a target's counters for a table of a workflow's
+// copy from one source (zero when it has none).
+func ReadCopyCounters(ctx context.Context, conn *pgx.Conn, workflow, source, table string) (CopyCounters, error) {
+	var c CopyCounters
+	err := conn.QueryRow(ctx, `SELECT count(*), coalesce(sum(batches), 0), coalesce(sum(rows), 0),
+			coalesce(sum(reread_batches), 0), coalesce(bool_or(done), false)
+		FROM _tessera.copy_progress WHERE workflow = $1 AND source = $2 AND table_name = $3`,
+		workflow, source, table).Scan(&c.Stretches, &c.Batches, &c.Rows, &c.RereadBatches, &c.Done)
+	return c, err
 }
 
 // segment is one stretch of a table a target copied from one snapshot.

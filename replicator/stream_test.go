@@ -361,8 +361,8 @@ func TestStreamAfterResumedCopy(t *testing.T) {
 
 	// The copy stops inside tenant "o'brien \ co"; tenant zeta sorts
 	// after it, acme before.
-	_, err = copyOnce(t, "wf4", srcURL, targetURLs, slot, false, func(cancel func(), batch, target int) {
-		if batch == 5 && target == 0 {
+	_, err = copyOnce(t, "wf4", srcURL, targetURLs, slot, false, func(cancel func(), batch, target int, committed bool) {
+		if batch == 5 && target == 0 && committed {
 			cancel()
 		}
 	})

@@ -245,8 +245,9 @@ type SourceInput struct {
 // CopyTablesResult says what one source's copy did.
 type CopyTablesResult struct {
 	Source string `json:"source"`
-	// Rows read from the source per table (schema.name), this attempt
-	// and the ones before it that the heartbeat recorded.
+	// Rows per table (schema.name) that the targets committed, over
+	// every attempt: read from the targets' progress rows, so a killed
+	// attempt's batches count too.
 	Rows map[string]int64 `json:"rows"`
 }
 

@@ -27,6 +27,10 @@ type Actions struct {
 	Store *store.Store
 	// Conn reaches shard primaries directly.
 	Conn Connector
+	// CopyBatchRows bounds the batches CopyTables copies (each a
+	// transaction with its progress row on every target); zero means
+	// replicator.DefaultBatchRows. A killed copy repeats at most one.
+	CopyBatchRows int
 }
 
 // Register registers the activities under the names the Reshard and

@@ -81,7 +81,7 @@ func (a *Actions) CopyTables(ctx context.Context, in workflows.SourceInput) (wor
 	}
 	defer read.Rollback(context.Background())
 
-	copier := &replicator.Copier{Workflow: plan.Key, Source: in.Source, Snapshot: snap, Read: read}
+	copier := &replicator.Copier{Workflow: plan.Key, Source: in.Source, Snapshot: snap, Read: read, BatchRows: a.CopyBatchRows}
 	for _, shard := range plan.Targets {
 		conn, _, err := a.connect(ctx, shard, plan.Database)
 		if err != nil {
@@ -108,8 +108,32 @@ func (a *Actions) CopyTables(ctx context.Context, in workflows.SourceInput) (wor
 		if err != nil {
 			return res, activityError(fmt.Errorf("copying %s from %s: %w", t.DisplayName(), in.Source, err))
 		}
+		// A heartbeat records rows only for tables done, so the attempts
+		// a kill ended are missing from the count: the targets' counters,
+		// committed with every batch, have them all.
+		committed, err := committedRows(ctx, copier.Targets, plan.Key, in.Source, t.DisplayName())
+		if err != nil {
+			return res, activityError(err)
+		}
+		mu.Lock()
+		res.Rows[t.DisplayName()] = committed
+		mu.Unlock()
 	}
 	return res, nil
+}
+
+// committedRows sums the rows the targets committed of a table copied from
+// one source, over every attempt.
+func committedRows(ctx context.Context, targets []replicator.Target, workflow, source, table string) (int64, error) {
+	var n int64
+	for _, tg := range targets {
+		c, err := replicator.ReadCopyCounters(ctx, tg.Conn, workflow, source, table)
+		if err != nil {
+			return 0, fmt.Errorf("copy counters on %s: %w", tg.Shard, err)
+		}
+		n += c.Rows
+	}
+	return n, nil
 }
 
 // ensurePublication creates the plan's publication of its tables on a
