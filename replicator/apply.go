@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/topo"
@@ -293,11 +294,16 @@ func applyTransaction(ctx context.Context, conn *pgx.Conn, changes []change, end
 		end.String(), commitTime); err != nil {
 		return err
 	}
+	// The changes go in one pipeline: one round trip for the batch, not
+	// one per change (a stream applies every change of the source alone).
+	batch := &pgconn.Batch{}
 	for _, c := range changes {
-		res := conn.PgConn().ExecParams(ctx, c.sql, c.values, c.oids, c.formats, nil).Read()
-		if res.Err != nil {
-			return fmt.Errorf("%s: %w", firstWords(c.sql), res.Err)
-		}
+		batch.ExecParams(c.sql, c.values, c.oids, c.formats, nil)
+	}
+	results, err := conn.PgConn().ExecBatch(ctx, batch).ReadAll()
+	if err != nil {
+		// The results stop at the change that failed.
+		return fmt.Errorf("%s: %w", firstWords(changes[min(len(results), len(changes)-1)].sql), err)
 	}
 	return tx.Commit(ctx)
 }

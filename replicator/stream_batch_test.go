@@ -2,12 +2,15 @@ package replicator
 
 import (
 	"context"
+	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tesseradb/tessera/topo"
 )
@@ -61,10 +64,11 @@ func TestStreamBatchesSourceTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	applied := 0
+	var writes atomic.Int64
 	s := &Stream{
 		Workflow: "wf5", Source: "src", SourceConnString: srcURL, Slot: slot, Publication: "wf5_pub",
 		Tables: []StreamTable{{Table: table, Placement: placement}}, StatusInterval: 200 * time.Millisecond, StopAt: end,
-		Targets:    []Target{{"t1", connect(t, targetURLs["t1"])}, {"t2", connect(t, targetURLs["t2"])}},
+		Targets:    []Target{{"t1", countingConn(t, targetURLs["t1"], &writes)}, {"t2", countingConn(t, targetURLs["t2"], &writes)}},
 		afterApply: func(int, pglogrepl.LSN) { applied++ },
 	}
 	if err := s.Run(ctx); err != nil {
@@ -77,8 +81,47 @@ func TestStreamBatchesSourceTransactions(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("targets hold %d rows, source %d, or they differ", len(got), len(want))
 	}
-	t.Logf("%d source transactions applied in %d target transactions", txs, applied)
+	t.Logf("%d source transactions applied in %d target transactions, %d writes to the targets", txs, applied, writes.Load())
 	if applied > txs/10 {
 		t.Errorf("%d source transactions took %d target transactions: they are not batched", txs, applied)
 	}
+	// A batch's changes go in one pipeline, not one round trip each:
+	// about five writes per batch (begin, origin setup, the changes,
+	// commit), whatever its size.
+	if writes.Load() > int64(10*applied+20) {
+		t.Errorf("%d writes to the targets for %d batches of %d source transactions: the changes are not pipelined", writes.Load(), applied, txs)
+	}
+}
+
+// countingConn connects to a target and counts the writes to its socket.
+func countingConn(t *testing.T, url string, writes *atomic.Int64) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &writeCounter{Conn: c, writes: writes}, nil
+	}
+	conn, err := pgx.ConnectConfig(testCtx(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (w *writeCounter) Write(b []byte) (int, error) {
+	w.writes.Add(1)
+	return w.Conn.Write(b)
 }
