@@ -277,13 +277,14 @@ func releaseOrigin(conn *pgx.Conn) {
 }
 
 // pipelined bounds the statements applyTransaction sends in one round
-// trip: a source transaction of one row costs one round trip, one of a
-// thousand rows one too, and no batch grows without bound.
+// trip: a batch of a few rows costs one round trip, one of a thousand
+// rows one too, and no pipeline grows without bound.
 const pipelined = 1000
 
-// applyTransaction applies one source transaction's changes for one target
-// in one target transaction, which also advances the target's origin to
-// the source transaction's end: both commit, or neither. The statements go
+// applyTransaction applies a batch of consecutive source transactions'
+// changes for one target (decoder.flush) in one target transaction, which
+// also advances the target's origin to the batch's end: both commit, or
+// neither. The statements go
 // in pipelines of up to pipelined, BEGIN with the first and COMMIT with the
 // last, so that a small source transaction costs a single round trip.
 func applyTransaction(ctx context.Context, conn *pgx.Conn, changes []change, end pglogrepl.LSN, commitTime time.Time) error {

@@ -15,11 +15,11 @@
 //     where its targets left off;
 //   - change data capture (Stream): one pgoutput decoder per source shard,
 //     in binary mode, fanning each change out by the target placement and
-//     applying each source transaction on each target it touches in one
-//     transaction that also advances the target's replication origin, so
-//     a restart neither skips nor re-applies; the slot is confirmed only
-//     up to what every target has durably applied; StopAt stops it exactly
-//     at a source LSN;
+//     applying consecutive source transactions (a batch) on each target
+//     they touch in one transaction that also advances the target's
+//     replication origin, so a restart neither skips nor re-applies; the
+//     slot is confirmed only up to what every target has durably applied;
+//     StopAt stops it exactly at a source LSN;
 //   - VDiff (Differ): compares a table on the sources with the targets at a
 //     consistent point (OpenDiffSnapshot, Stream.StopAt, BeginDiffRead),
 //     chunk by chunk on counts and md5 sums per owning target, row by row

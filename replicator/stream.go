@@ -81,9 +81,25 @@ type Stream struct {
 	lastCommit atomic.Int64  // unix micros of the last applied source commit
 
 	// afterApply, when set (by tests), runs after a target commits a
-	// source transaction.
+	// batch of source transactions ending at end.
 	afterApply func(target int, end pglogrepl.LSN)
+	// batchChanges, when set (by tests), replaces maxBatchChanges.
+	batchChanges int
 }
+
+// A stream applies consecutive source transactions in one target
+// transaction: applied one by one, each waits for its own WAL flush on
+// the target, while the source's concurrent writers share theirs, and a
+// stream falls behind a few busy writers for good. A batch is applied
+// when no message arrives within batchWait, when it holds maxBatchChanges
+// changes or is maxBatchDelay old, and at once when the stream must stop
+// (StopAt, StopAtMessage). Each source transaction stays whole and in
+// order; the target's origin moves to the batch's last end.
+const (
+	batchWait       = 2 * time.Millisecond
+	maxBatchChanges = 1000
+	maxBatchDelay   = 100 * time.Millisecond
+)
 
 // LogicalMessage names a logical decoding message by prefix and content.
 type LogicalMessage struct {
@@ -173,7 +189,7 @@ func (s *Stream) Run(ctx context.Context) error {
 	// Report nothing below what the slot has confirmed already: older
 	// Postgres versions let a lower report move it backwards.
 	d := decoder{s: s, tables: tables, relations: map[uint32]*relation{}, origins: origins, segments: segments,
-		pending: make([][]change, len(s.Targets)), applied: max(start, confirmed)}
+		pending: make([][]change, len(s.Targets)), batch: make([][]change, len(s.Targets)), applied: max(start, confirmed)}
 	s.applied.Store(uint64(d.applied))
 	interval := s.StatusInterval
 	if interval <= 0 {
@@ -197,7 +213,11 @@ func (s *Stream) Run(ctx context.Context) error {
 			s.sourceEnd.Store(uint64(end))
 			nextStatus = time.Now().Add(interval)
 		}
-		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		deadline := nextStatus
+		if soon := time.Now().Add(batchWait); d.batchEnd != 0 && soon.Before(deadline) {
+			deadline = soon
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
 		raw, err := conn.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
@@ -205,6 +225,10 @@ func (s *Stream) Run(ctx context.Context) error {
 				return ctx.Err()
 			}
 			if pgconn.Timeout(err) {
+				// Nothing more is coming for now: apply what waits.
+				if err := d.flush(ctx); err != nil {
+					return err
+				}
 				continue
 			}
 			return fmt.Errorf("replication stream: %w", err)
@@ -255,7 +279,14 @@ type decoder struct {
 	relations map[uint32]*relation
 	origins   []pglogrepl.LSN // per target: applied up to
 	pending   [][]change      // per target: the open transaction's changes
-	segments  [][]segment     // per target: the stretches its copy wrote
+	// batch holds, per target, the changes of committed source
+	// transactions not applied yet; batchEnd is the last one's end (0:
+	// none), batchTime its commit time, batchAt when the first was added.
+	batch     [][]change
+	batchEnd  pglogrepl.LSN
+	batchTime time.Time
+	batchAt   time.Time
+	segments  [][]segment // per target: the stretches its copy wrote
 	inTx      bool
 	commitLSN pglogrepl.LSN // of the open transaction
 	applied   pglogrepl.LSN // everything up to here is applied on every target
@@ -281,8 +312,9 @@ func (d *decoder) copyData(ctx context.Context, conn *pgconn.PgConn, data []byte
 			return err
 		}
 		// Every message before the keepalive is handled; with no
-		// transaction open, nothing before its position is still owed.
-		if !d.inTx && k.ServerWALEnd > d.applied {
+		// transaction open or waiting in a batch, nothing before its
+		// position is still owed.
+		if !d.inTx && d.batchEnd == 0 && k.ServerWALEnd > d.applied {
 			d.applied = k.ServerWALEnd
 		}
 		d.s.applied.Store(uint64(d.applied))
@@ -317,7 +349,7 @@ func (d *decoder) message(ctx context.Context, walData []byte) error {
 			// A snapshot exported at StopAt does not hold this
 			// transaction; everything before it is applied.
 			d.reachedStop = true
-			return nil
+			return d.flush(ctx)
 		}
 		d.inTx, d.commitLSN, d.skipTx, d.stopTx = true, m.FinalLSN, false, false
 		for i := range d.pending {
@@ -482,25 +514,61 @@ func (d *decoder) delete(relID uint32, tuple *pglogrepl.TupleData) error {
 	return nil
 }
 
+// commit adds the source transaction's changes to the batch, and applies
+// the batch when it is full or old, or the stream stops here.
 func (d *decoder) commit(ctx context.Context, m *pglogrepl.CommitMessage) error {
 	end := m.TransactionEndLSN
 	for i, changes := range d.pending {
 		if len(changes) == 0 || end <= d.origins[i] {
 			continue // nothing for this target, or applied before a restart
 		}
+		d.batch[i] = append(d.batch[i], changes...)
+	}
+	if d.batchEnd == 0 {
+		d.batchAt = time.Now()
+	}
+	d.batchEnd, d.batchTime = end, m.CommitTime
+	d.inTx = false
+	d.reachedMessage = d.stopTx
+	limit := d.s.batchChanges
+	if limit <= 0 {
+		limit = maxBatchChanges
+	}
+	full := false
+	for _, b := range d.batch {
+		full = full || len(b) >= limit
+	}
+	if full || d.stopTx || (d.s.StopAt != 0 && end >= d.s.StopAt) || time.Since(d.batchAt) >= maxBatchDelay {
+		return d.flush(ctx)
+	}
+	return nil
+}
+
+// flush applies the batch on each target in one transaction, which also
+// advances the target's origin to the batch's end: all of it commits, or
+// none.
+func (d *decoder) flush(ctx context.Context) error {
+	if d.batchEnd == 0 {
+		return nil
+	}
+	end := d.batchEnd
+	for i, changes := range d.batch {
+		if len(changes) == 0 {
+			continue
+		}
 		tg := d.s.Targets[i]
-		if err := applyTransaction(ctx, tg.Conn, changes, end, m.CommitTime); err != nil {
-			return fmt.Errorf("apply source transaction ending at %s on %s: %w", end, tg.Shard, err)
+		if err := applyTransaction(ctx, tg.Conn, changes, end, d.batchTime); err != nil {
+			return fmt.Errorf("apply source transactions up to %s on %s: %w", end, tg.Shard, err)
 		}
 		d.origins[i] = end
+		d.batch[i] = changes[:0]
 		if d.s.afterApply != nil {
 			d.s.afterApply(i, end)
 		}
 	}
-	d.inTx = false
-	d.reachedMessage = d.stopTx
+	d.batchEnd = 0
 	d.applied = end
 	d.s.applied.Store(uint64(end))
-	d.s.lastCommit.Store(m.CommitTime.UnixMicro())
+	d.s.lastCommit.Store(d.batchTime.UnixMicro())
 	return nil
 }

@@ -96,10 +96,12 @@ func TestStreamAppliesChangesDuringAndAfterCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	tables := []StreamTable{{Table: table, Placement: placement}}
+	// Small batches (a few source transactions per target transaction)
+	// let the stream be killed between two of them, many times over.
 	stream := func(t *testing.T) *Stream {
 		return &Stream{
 			Workflow: "wf2", Source: "src", SourceConnString: srcURL, Slot: slot, Publication: "wf2_pub",
-			Tables: tables, StatusInterval: 200 * time.Millisecond,
+			Tables: tables, StatusInterval: 200 * time.Millisecond, batchChanges: 4,
 			Targets: []Target{{"t1", connect(t, targetURLs["t1"])}, {"t2", connect(t, targetURLs["t2"])}},
 		}
 	}
@@ -165,8 +167,8 @@ func TestStreamAppliesChangesDuringAndAfterCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Kill the stream in the middle of a source transaction's apply (after
-	// one target committed it), then run it again up to the end.
+	// Kill the stream in the middle of a batch's apply (after one target
+	// committed it), then run it again up to the end.
 	type applied struct {
 		target int
 		end    pglogrepl.LSN
@@ -208,7 +210,7 @@ func TestStreamAppliesChangesDuringAndAfterCopy(t *testing.T) {
 	}
 	for a, times := range seen {
 		if times > 1 {
-			t.Fatalf("source transaction ending at %s applied %d times on target %d", a.end, times, a.target)
+			t.Fatalf("batch ending at %s applied %d times on target %d", a.end, times, a.target)
 		}
 	}
 	if len(seen) < 100 {
