@@ -3,7 +3,9 @@ package replicator
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -252,7 +254,7 @@ func setupOrigin(ctx context.Context, conn *pgx.Conn, name string) (pglogrepl.LS
 		WHERE NOT EXISTS (SELECT FROM pg_replication_origin WHERE roname = $1)`, name); err != nil {
 		return 0, fmt.Errorf("create replication origin %s: %w", name, err)
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_replication_origin_session_setup($1)", name); err != nil {
+	if err := bindOrigin(ctx, conn, name); err != nil {
 		return 0, fmt.Errorf("bind to replication origin %s: %w", name, err)
 	}
 	var lsn *string
@@ -265,14 +267,46 @@ func setupOrigin(ctx context.Context, conn *pgx.Conn, name string) (pglogrepl.LS
 	return pglogrepl.ParseLSN(*lsn)
 }
 
+// originBusyWait bounds how long bindOrigin waits for the origin's last
+// holder to let it go.
+const originBusyWait = 5 * time.Second
+
+// bindOrigin binds the session to the origin. A stream stopped by
+// cancelling its context leaves its target connections closed, and their
+// backends hold the origin until they notice and exit: a stream started
+// right after (a VDiff's catch-up, a retried activity) finds it "already
+// active" (55006) for a moment, so it waits for it, briefly. Two streams
+// truly running at once for one origin still fail here.
+func bindOrigin(ctx context.Context, conn *pgx.Conn, name string) error {
+	deadline := time.Now().Add(originBusyWait)
+	for {
+		_, err := conn.Exec(ctx, "SELECT pg_replication_origin_session_setup($1)", name)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // releaseOrigin unbinds a session from its origin, so that the origin can
 // be used again while the connection lives on. A connection that died has
 // released it already.
 func releaseOrigin(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if !conn.IsClosed() {
-		conn.Exec(ctx, "SELECT pg_replication_origin_session_reset()")
+	if conn.IsClosed() {
+		return
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_replication_origin_session_reset()"); err != nil {
+		// A connection a cancelled apply left unusable would hold the
+		// origin for as long as it lives: closing it lets it go.
+		slog.Debug("releasing a replication origin failed; closing the connection", "error", err)
+		conn.Close(ctx)
 	}
 }
 
