@@ -75,7 +75,9 @@ func TestOperatorCommands(t *testing.T) {
 		return nil
 	})
 	// The schedule's run is listed with its summary, found by its phase.
-	done := listed(t, fmt.Sprintf(`WorkflowType = "%s" AND %s = "%s" AND WorkflowId STARTS_WITH "%s"`,
+	// Its id is the schedule's workflow id and a time, which tells it from
+	// the other tests' switchovers of the shard.
+	done := listed(t, fmt.Sprintf(`WorkflowType = "%s" AND %s = "%s" AND WorkflowId STARTS_WITH "%s-"`,
 		workflows.SwitchoverName, workflows.PhaseAttribute, workflows.PhaseDone, workflows.SwitchoverID(shard)))
 	d, err := tc.DescribeWorkflow(context.Background(), done[0].GetExecution().GetWorkflowId(), done[0].GetExecution().GetRunId())
 	if err != nil {
