@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,13 +9,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tesseradb/tessera/ddl"
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/workflows"
+	"github.com/tesseradb/tessera/workflows/launch"
 )
 
 // onlineDDLPoll is how often a followed migration's progress is read.
@@ -54,17 +51,9 @@ cancel ID, tessera schema check.`,
 				return pgerr.New(pgerr.InvalidParameterValue, "--database is required")
 			}
 			in.LockTimeoutMillis = int(lockTimeout.Milliseconds())
-			c, err := ddl.Classify(in.SQL, nil)
+			id, err := launch.OnlineDDLID(in.Database, in.SQL)
 			if err != nil {
-				return pgerr.New("42601", "%v", err)
-			}
-			object := c.Table
-			schema := c.Schema
-			if object == "" {
-				object, schema = c.Index, c.IndexSchema
-			}
-			if object == "" {
-				return pgerr.New(pgerr.FeatureNotSupported, "refused: %s", c.Reason())
+				return err
 			}
 			ctx := cmd.Context()
 			tc, err := tf.dial(ctx)
@@ -72,8 +61,7 @@ cancel ID, tessera schema check.`,
 				return err
 			}
 			defer tc.Close()
-			id := workflows.OnlineDDLID(in.Database, schema, object)
-			run, err := startQueued(ctx, cmd.ErrOrStderr(), tc, id, queue, in)
+			run, err := launch.StartOnlineDDL(ctx, cmd.ErrOrStderr(), tc, id, queue, in, true)
 			if err != nil || noWait {
 				return err
 			}
@@ -93,33 +81,6 @@ cancel ID, tessera schema check.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.AddCommand(newOnlineDDLShowCommand(), newOnlineDDLCancelCommand())
 	return cmd
-}
-
-// startQueued starts the migration once no other migration of the same
-// table runs, waiting for the running one to end first.
-func startQueued(ctx context.Context, w io.Writer, c client.Client, id, queue string, in workflows.OnlineDDLInput) (client.WorkflowRun, error) {
-	for {
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: id, TaskQueue: queue, StaticSummary: in.Summary(),
-			WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			WorkflowExecutionErrorWhenAlreadyStarted: true,
-		}, workflows.OnlineDDLName, in)
-		var running *serviceerror.WorkflowExecutionAlreadyStarted
-		if !errors.As(err, &running) {
-			if err != nil {
-				return nil, fmt.Errorf("starting workflow %s: %w", id, err)
-			}
-			fmt.Fprintf(w, "started migration %s (run %s)\n", id, run.GetRunID())
-			return run, nil
-		}
-		fmt.Fprintf(w, "another migration of this table runs (%s, run %s): waiting for it to end\n", id, running.RunId)
-		// Its outcome is its own; only its end matters here.
-		_ = c.GetWorkflow(ctx, id, running.RunId).Get(ctx, nil)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-	}
 }
 
 // followOnlineDDL prints each shard's state whenever it changes, until the

@@ -13,19 +13,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tesseradb/tessera/router"
+	"github.com/tesseradb/tessera/workflows/launch"
 )
 
 func newRouterCommand() *cobra.Command {
 	var flags clusterFlags
 	var cfg router.Config
-	var debugAddr string
+	var debugAddr, temporalAddr, namespace string
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a router: the Postgres endpoint clients connect to",
 		Long: `Run a router, which accepts Postgres wire-protocol connections, authenticates
 them against the authoritative shard's roles, and routes each statement by the
 data topology to the shards' sidecars. Routers are stateless: run as many as
-you like against one cluster.`,
+you like against one cluster.
+
+With --temporal, sessions may SET tessera.ddl_strategy = 'online' (or
+'online_wait'): their ALTER TABLE, CREATE INDEX and DROP INDEX statements then
+start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -47,6 +52,11 @@ you like against one cluster.`,
 				return err
 			}
 			cfg.Store = s
+			if temporalAddr != "" {
+				starter := &launch.RouterOnlineDDL{Addr: temporalAddr, Namespace: namespace}
+				defer starter.Close()
+				cfg.OnlineDDL = starter
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 			r, err := router.New(cfg)
 			if err != nil {
@@ -70,6 +80,9 @@ you like against one cluster.`,
 	cmd.Flags().DurationVar(&cfg.AuthTimeout, "auth-timeout", time.Minute, "how long a client has from connecting to logging in (Postgres's authentication_timeout)")
 	cmd.Flags().IntVar(&cfg.MaxConnections, "max-connections", 10000, "client connections this router accepts, logged in or not (Postgres's max_connections)")
 	cmd.Flags().StringVar(&cfg.HBAFile, "hba-file", "", "file of host-based rules, a subset of pg_hba.conf (docs/router.md); without it every client may try its password")
+	cmd.Flags().StringVar(&temporalAddr, "temporal", os.Getenv("TESSERA_TEMPORAL"),
+		"Temporal frontend host:port where tessera.ddl_strategy starts OnlineDDL migrations (env TESSERA_TEMPORAL; without it they are refused)")
+	cmd.Flags().StringVar(&namespace, "namespace", envOr("TESSERA_NAMESPACE", "default"), "Temporal namespace (env TESSERA_NAMESPACE)")
 	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)
 	debugFlag(cmd, &debugAddr)
 	return cmd

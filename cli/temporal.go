@@ -14,11 +14,11 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesseradb/tessera/dev"
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/workflows"
+	"github.com/tesseradb/tessera/workflows/launch"
 )
 
 // defaultTemporal is Temporal's usual frontend address.
@@ -122,7 +122,7 @@ func follow(ctx context.Context, w io.Writer, c client.Client, run client.Workfl
 	for {
 		select {
 		case err := <-done:
-			return workflowError(run.GetID(), err)
+			return launch.WorkflowError(run.GetID(), err)
 		case <-t.C:
 		}
 		qctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -140,27 +140,5 @@ func follow(ctx context.Context, w io.Writer, c client.Client, run client.Workfl
 }
 
 // workflowError turns a workflow's failure into the error it carries,
-// with its SQLSTATE: workflows fail with application errors whose type
-// is the SQLSTATE.
-func workflowError(id string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && len(appErr.Type()) == 5 {
-		return pgerr.New(appErr.Type(), "%s failed: %s", id, appErr.Message())
-	}
-	var timeout *temporal.TimeoutError
-	if errors.As(err, &timeout) {
-		return pgerr.New("57014", "%s timed out", id)
-	}
-	var terminated *temporal.TerminatedError
-	if errors.As(err, &terminated) {
-		return pgerr.New("57P01", "%s was terminated", id)
-	}
-	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
-		return pgerr.New("57014", "%s was canceled", id)
-	}
-	return fmt.Errorf("%s failed: %w", id, err)
-}
+// with its SQLSTATE (launch.WorkflowError).
+func workflowError(id string, err error) error { return launch.WorkflowError(id, err) }

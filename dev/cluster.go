@@ -16,6 +16,7 @@ import (
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/topo/store/etcdembed"
 	"github.com/tesseradb/tessera/worker"
+	"github.com/tesseradb/tessera/workflows/launch"
 )
 
 // Cluster is a running dev cluster.
@@ -33,6 +34,8 @@ type Cluster struct {
 	temporal TemporalServer
 	worker   *worker.Worker
 	router   *router.Server
+	// onlineDDL starts the router's sessions' online migrations.
+	onlineDDL *launch.RouterOnlineDDL
 
 	mu     sync.Mutex // guards info, shards and replicators
 	info   Info
@@ -166,6 +169,10 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		c.router.Stop(ctx)
 		c.router = nil
 	}
+	if c.onlineDDL != nil {
+		c.onlineDDL.Close()
+		c.onlineDDL = nil
+	}
 	c.mu.Lock()
 	shards := c.shards
 	c.shards = map[string]*shard{}
@@ -266,7 +273,7 @@ func (c *Cluster) startRouter(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := router.New(router.Config{
+	cfg := router.Config{
 		ListenAddr:  net.JoinHostPort("127.0.0.1", strconv.Itoa(max(c.cfg.RouterPort, 0))),
 		Store:       c.store,
 		Secret:      c.secret,
@@ -276,7 +283,14 @@ func (c *Cluster) startRouter(ctx context.Context) error {
 		// The sidecars run in this process.
 		InProcessSidecars: !c.cfg.RouterOverSockets,
 		NoAutoPrepare:     c.cfg.NoAutoPrepare,
-	})
+	}
+	if c.temporal != nil {
+		// Sessions' tessera.ddl_strategy starts migrations on the
+		// embedded Temporal, whose worker runs them.
+		c.onlineDDL = &launch.RouterOnlineDDL{Addr: c.temporal.FrontendAddr()}
+		cfg.OnlineDDL = c.onlineDDL
+	}
+	r, err := router.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,11 @@ const (
 	ConfigFileError = "F0000"
 	// ReadOnlySQLTransaction is what a fenced table's trigger raises.
 	ReadOnlySQLTransaction = "25006"
+	// ActiveSQLTransaction: what must run outside a transaction block was
+	// sent inside one.
+	ActiveSQLTransaction = "25001"
+	// ObjectInUse: another operation holds the object.
+	ObjectInUse = "55006"
 )
 
 // CutoverFencePrefix begins the message of the error (SQLSTATE

@@ -20,8 +20,20 @@ func AppendError(dst []byte, severity string, err error) []byte {
 	if pe, ok := err.(*pgerr.Error); ok {
 		msg, detail = pe.Message, pe.Detail
 	}
+	return appendFields(dst, 'E', severity, code, msg, detail)
+}
+
+// AppendNotice appends a NoticeResponse of severity NOTICE (SQLSTATE
+// 00000), as Postgres sends one for RAISE NOTICE.
+func AppendNotice(dst []byte, msg string) []byte {
+	return appendFields(dst, 'N', "NOTICE", "00000", msg, "")
+}
+
+// appendFields appends an ErrorResponse or NoticeResponse (typ) with the
+// fields Tessera sets.
+func appendFields(dst []byte, typ byte, severity, code, msg, detail string) []byte {
 	start := len(dst)
-	dst = append(dst, 'E', 0, 0, 0, 0)
+	dst = append(dst, typ, 0, 0, 0, 0)
 	for _, f := range [...]struct {
 		t byte
 		v string

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgproto3"
+
 	"github.com/tesseradb/tessera/pgerr"
 )
 
@@ -37,5 +39,19 @@ func TestQuoteLiteral(t *testing.T) {
 		if got := QuoteLiteral(in); got != want {
 			t.Errorf("QuoteLiteral(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+func TestNoticeDecodes(t *testing.T) {
+	msg := AppendNotice(nil, "migration m1 started")
+	if msg[0] != 'N' {
+		t.Fatalf("type %q", msg[0])
+	}
+	var n pgproto3.NoticeResponse
+	if err := n.Decode(msg[5:]); err != nil {
+		t.Fatal(err)
+	}
+	if n.Severity != "NOTICE" || n.Code != "00000" || n.Message != "migration m1 started" {
+		t.Errorf("decoded %+v", n)
 	}
 }

@@ -50,6 +50,10 @@ type Config struct {
 	// protocol reads run as written unless a session sets it on
 	// (autoprepare.go).
 	NoAutoPrepare bool
+	// OnlineDDL, when set, starts the OnlineDDL migrations that sessions
+	// ask for with tessera.ddl_strategy (ddlstrategy.go); without it
+	// those sessions' schema changes are refused.
+	OnlineDDL OnlineDDL
 	// Buffer bounds query buffering during primary changes (buffer.go).
 	Buffer BufferConfig
 	Logger *slog.Logger

@@ -343,6 +343,8 @@ func (c *clientConn) bind(msg []byte) error {
 	switch r.kind {
 	case kindExplain:
 		return pgerr.New(pgerr.FeatureNotSupported, "send EXPLAIN (TESSERA) with the simple query protocol")
+	case kindOnlineDDL:
+		return pgerr.New(pgerr.FeatureNotSupported, "send a schema change under tessera.ddl_strategy %q with the simple query protocol", c.settings.ddlStrategy)
 	case kindTesseraSet:
 		if _, err := (&sessionSettings{}).validateTessera(r.setName, r.setValue); err != nil {
 			return err

@@ -171,6 +171,17 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 	case planner.DDL:
 		r.ddl = true
 		r.roles = changesLogins(st.SQL)
+		if c.settings.onlineDDL() {
+			online, err := onlineTarget(st.SQL)
+			if err != nil {
+				r.err = err
+				return r
+			}
+			if online {
+				r.kind = kindOnlineDDL
+				return r
+			}
+		}
 	}
 	if st.Deallocates && st.Name != "" && c.stmts[st.Name] != nil {
 		r.kind = kindDeallocate

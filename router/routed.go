@@ -16,6 +16,7 @@ const (
 	kindTesseraShow                 // SHOW tessera.*
 	kindExplain                     // EXPLAIN (TESSERA)
 	kindDeallocate                  // DEALLOCATE of a statement of the protocol, answered by the router
+	kindOnlineDDL                   // a schema change under tessera.ddl_strategy online: an OnlineDDL migration
 	kindEmpty
 )
 

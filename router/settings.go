@@ -23,6 +23,9 @@ type sessionSettings struct {
 	txMode string // tessera.tx_mode: "multi" (default) or "single"
 	fanout string // tessera.fanout: "scatter" (default), "multi" or "single"
 	target string // tessera.target: "primary" (default) or "replica"
+	// ddlStrategy: tessera.ddl_strategy, "direct" (default), "online" or
+	// "online_wait" (ddlstrategy.go).
+	ddlStrategy string
 	// tessera.auto_prepare: "on" or "off" (autoprepare.go); its
 	// default is the router's (Config.NoAutoPrepare).
 	autoPrep, autoPrepDefault string
@@ -103,6 +106,11 @@ func (s *sessionSettings) setTessera(name, value string) error {
 			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.target": %q (primary or replica)`, value)
 		}
 		s.target = value
+	case "tessera.ddl_strategy":
+		if value != ddlDirect && value != ddlOnline && value != ddlOnlineWait && value != "default" {
+			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.ddl_strategy": %q (direct, online or online_wait)`, value)
+		}
+		s.ddlStrategy = value
 	case "tessera.auto_prepare":
 		switch value {
 		case "on", "true", "yes", "1":
@@ -135,6 +143,8 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 		return pick(s.fanout, "scatter"), nil
 	case "tessera.target":
 		return pick(s.target, "primary"), nil
+	case "tessera.ddl_strategy":
+		return pick(s.ddlStrategy, ddlDirect), nil
 	case "tessera.auto_prepare":
 		return pick(s.autoPrep, pick(s.autoPrepDefault, "on")), nil
 	}
@@ -142,6 +152,12 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 }
 
 func (s *sessionSettings) replica() bool { return s.target == "replica" }
+
+// onlineDDL reports whether schema changes of one table start OnlineDDL
+// migrations.
+func (s *sessionSettings) onlineDDL() bool {
+	return s.ddlStrategy == ddlOnline || s.ddlStrategy == ddlOnlineWait
+}
 
 func (s *sessionSettings) autoPrepare() bool {
 	if s.autoPrep == "" || s.autoPrep == "default" {

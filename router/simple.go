@@ -85,6 +85,14 @@ func (c *clientConn) runQuery(ctx context.Context, msg []byte, sql string, stmts
 		c.out = appendReady(c.out, c.status())
 		return nil
 	}
+	if len(stmts) > 1 && c.settings.onlineDDL() {
+		if err := onlineInString(stmts); err != nil {
+			c.out = appendError(c.out, "ERROR", err)
+			c.failTx()
+			c.out = appendReady(c.out, c.status())
+			return nil
+		}
+	}
 	if len(stmts) == 1 || c.onlyShard() != "" || c.sameShard(stmts) {
 		// The whole string goes to one shard as it came: Postgres keeps its
 		// implicit-transaction semantics.
@@ -236,6 +244,8 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 		c.deallocated(r.deallocName)
 		c.out = appendCommandComplete(c.out, "DEALLOCATE")
 		return false, nil
+	case kindOnlineDDL:
+		return c.onlineDDL(ctx, r), nil
 	case kindExplain:
 		c.out = appendRowDescription(c.out, "QUERY PLAN")
 		for _, line := range r.explain {
