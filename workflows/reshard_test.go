@@ -116,7 +116,7 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		defer f.mu.Unlock()
 		var res StreamLagResult
 		for _, s := range p.Sources {
-			res.Sources = append(res.Sources, LagSample{Source: s, LagBytes: f.lag})
+			res.Sources = append(res.Sources, LagSample{Source: s, LagBytes: f.lag, LagSeconds: float64(f.lag) / (1 << 20)})
 		}
 		// Each sample finds the streams closer.
 		f.lag /= 4

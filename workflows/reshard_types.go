@@ -259,6 +259,8 @@ type CopyHeartbeat struct {
 
 // StreamHeartbeat is StreamChanges' heartbeat detail.
 type StreamHeartbeat struct {
+	// Source is the stream's source shard.
+	Source     string  `json:"source,omitempty"`
 	LagBytes   int64   `json:"lag_bytes"`
 	LagSeconds float64 `json:"lag_seconds"`
 }
@@ -270,6 +272,10 @@ type LagSample struct {
 	Source       string `json:"source"`
 	LagBytes     int64  `json:"lag_bytes"`
 	ConfirmedLSN string `json:"confirmed_lsn"`
+	// LagSeconds is, while the stream is behind, the age of the last
+	// source commit it applied (from its heartbeat; 0 when caught up or
+	// not known).
+	LagSeconds float64 `json:"lag_seconds,omitempty"`
 }
 
 // StreamLagResult is StreamLag's answer, one sample per source.

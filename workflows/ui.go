@@ -125,10 +125,11 @@ func reshardDetails(title string, p ReshardProgress, step string) string {
 	}
 	if len(p.Streams) > 0 {
 		var lag int64
+		var seconds float64
 		for _, s := range p.Streams {
-			lag = max(lag, s.LagBytes)
+			lag, seconds = max(lag, s.LagBytes), max(seconds, s.LagSeconds)
 		}
-		fmt.Fprintf(&b, "- lag: %d bytes at most, over %d streams\n", lag, len(p.Streams))
+		fmt.Fprintf(&b, "- lag: %d bytes, %.1f s at most, over %d streams\n", lag, seconds, len(p.Streams))
 	}
 	if d := p.LastDiff; d != nil {
 		fmt.Fprintf(&b, "- last VDiff: %d differences over %d tables (done: %v)\n", d.Differences, len(d.Reports), d.Done)

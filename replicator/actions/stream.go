@@ -29,7 +29,7 @@ func (a *Actions) StreamChanges(ctx context.Context, in workflows.SourceInput) e
 	s.StopAtMessage = fenceMarker(in.Plan, in.FenceGeneration)
 	stop := beating(ctx, func() any {
 		bytes, seconds := s.Lag()
-		return workflows.StreamHeartbeat{LagBytes: bytes, LagSeconds: seconds}
+		return workflows.StreamHeartbeat{Source: in.Source, LagBytes: bytes, LagSeconds: seconds}
 	})
 	defer stop()
 	return streamError(ctx, s.Run(ctx), in.Source)
@@ -114,6 +114,12 @@ func (a *Actions) StreamLag(ctx context.Context, plan workflows.ReshardPlan) (wo
 			return res, activityError(fmt.Errorf("slot %s on %s: %w", plan.Slot(src), src, err))
 		}
 		res.Sources = append(res.Sources, s)
+	}
+	seconds := streamLagSeconds(ctx)
+	for i := range res.Sources {
+		if res.Sources[i].LagBytes > 0 {
+			res.Sources[i].LagSeconds = seconds[res.Sources[i].Source]
+		}
 	}
 	return res, nil
 }
