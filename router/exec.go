@@ -44,6 +44,9 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 	if r.ddl {
 		c.srv.schemaChanged()
 		c.tx.ddl = c.tx.active
+		if !c.tx.active {
+			c.srv.announceSchemaChange(c.database)
+		}
 	}
 	if r.roles {
 		c.srv.roles.invalidate()

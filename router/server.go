@@ -116,6 +116,10 @@ func (s *Server) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	if err := s.followSchemaChanges(runCtx); err != nil {
+		cancel()
+		return err
+	}
 	if s.buffers != nil {
 		go s.buffers.signals.followSignals(runCtx, s.shards)
 		if err := s.buffers.tables.follow(runCtx, s.cfg.Store); err != nil {

@@ -40,6 +40,7 @@ type txState struct {
 func (c *clientConn) forgetTx() {
 	if c.tx.ddl {
 		c.srv.schemaChanged()
+		c.srv.announceSchemaChange(c.database)
 	}
 	c.tx = txState{}
 }
