@@ -175,10 +175,18 @@ func TestReshardOnRealTemporal(t *testing.T) {
 		t.Fatalf("after SwitchTraffic: %+v", prog)
 	}
 	// Switched, a VDiff compares the other way: the targets, which now
-	// serve, against the sources the reverse streams keep current.
-	rep = runVDiff(t, ctx, queue, run.GetID())
-	if rep.Phase != workflows.PhaseDone || !rep.Reverse || rep.Result == nil || rep.Result.Differences != 0 {
-		t.Fatalf("VDiff when switched: %+v", rep)
+	// serve, against the sources the reverse streams keep current. The
+	// operator's way: `tessera vdiff --run`, its progress in plain lines
+	// (stderr is no terminal), then `tessera workflow show`.
+	out, errOut, code := runCLI(ctx, "vdiff", "--database", "shop", "--shard-group", "data", "--run", "--task-queue", queue)
+	t.Logf("tessera vdiff --run:\n%s%s", errOut, out)
+	if code != 0 || !strings.Contains(errOut, "started workflow vdiff-reshard-shop-data") ||
+		!strings.Contains(out, "VDiff of reshard-shop-data (reverse") || !strings.Contains(out, "last VDiff 0 differences") {
+		t.Fatalf("tessera vdiff --run when switched: exit %d", code)
+	}
+	out, _, code = runCLI(ctx, "workflow", "show", workflows.VDiffID(run.GetID()))
+	if code != 0 || !strings.Contains(out, "VDiff") || !strings.Contains(out, "phase done | movement reshard-shop-data | tables 1 done of 1 started") {
+		t.Fatalf("workflow show of the VDiff: exit %d\n%s", code, out)
 	}
 	t.Logf("cutover: %d acknowledged writes; write pause (fence to topology switch) %s; table buffer held %s; topology revision %d",
 		writer.acked(), prog.Cutover.WritePause(), prog.Cutover.BufferHeld(), prog.Cutover.Revision)

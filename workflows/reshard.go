@@ -89,6 +89,7 @@ func runMovement(ctx workflow.Context, in movement) (ReshardResult, error) {
 	if err := r.handlers(ctx); err != nil {
 		return ReshardResult{}, err
 	}
+	defer r.endVDiffs(ctx)
 	// work is cancelled by the Cancel signal, or with the workflow.
 	work, cancelWork := workflow.WithCancel(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -150,6 +151,8 @@ type reshard struct {
 	fencing    ReshardPlan
 	// fenceGen is the next fence's generation (CutoverInput).
 	fenceGen int
+	// answering counts the VDiffRequestSignals not yet answered.
+	answering int
 }
 
 func (r *reshard) handlers(ctx workflow.Context) error {

@@ -34,8 +34,11 @@ type fakeReplicator struct {
 	cancelled map[string]bool
 	lag       int64
 	planErr   error
-	// copyBlocks makes CopyTables wait for cancellation.
-	copyBlocks bool
+	// copyBlocks makes CopyTables wait for cancellation; diffBlocks
+	// DiffTables, past the first diff.
+	copyBlocks, diffBlocks bool
+	diffs                  int
+	whileDiffBlocks        func()
 	// fenceErr fails FenceSources; fenced says whether a fence is up.
 	fenceErr error
 	// lagging names routers WaitRouters reports behind the revision.
@@ -132,6 +135,17 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 			}
 		}
 		f.calls = append(f.calls, "diff "+strings.Join(p.Sources, ","))
+		f.diffs++
+		if f.diffBlocks && f.diffs > 1 {
+			f.mu.Unlock()
+			if f.whileDiffBlocks != nil {
+				// The workflow clock stands still while the activity runs.
+				f.whileDiffBlocks()
+			}
+			<-ctx.Done()
+			f.mu.Lock()
+			return DiffTablesResult{}, ctx.Err()
+		}
 		return DiffTablesResult{Done: true, Reports: map[string]json.RawMessage{"public.orders": json.RawMessage(`{"done":true}`)}}, nil
 	})
 	reg(CleanupReshardActivity, func(ctx context.Context, p ReshardPlan) error {

@@ -27,7 +27,11 @@ func (r *reshard) vdiffHandlers(ctx workflow.Context) error {
 		for {
 			var req VDiffRequest
 			ch.Receive(ctx, &req)
-			workflow.Go(ctx, func(ctx workflow.Context) { r.answerVDiff(ctx, req) })
+			r.answering++
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				defer func() { r.answering-- }()
+				r.answerVDiff(ctx, req)
+			})
 		}
 	})
 	return nil
@@ -74,9 +78,26 @@ func (r *reshard) answerVDiff(ctx workflow.Context, req VDiffRequest) {
 	if err != nil {
 		reply.Result, reply.Error, reply.SQLState = nil, errText(err), sqlState(err)
 	}
-	if err := workflow.SignalExternalWorkflow(ctx, req.WorkflowID, req.RunID, VDiffReplySignal, reply).Get(ctx, nil); err != nil {
+	// Answered even when the movement is being cancelled: the VDiff
+	// workflow waits for it.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if err := workflow.SignalExternalWorkflow(dctx, req.WorkflowID, req.RunID, VDiffReplySignal, reply).Get(dctx, nil); err != nil {
 		// The VDiff workflow is gone: the result stays in LastDiff.
 		r.p.log.Warn("answering a VDiff request", "workflow", req.WorkflowID, "error", errText(err))
+	}
+}
+
+// endVDiffs, as the run ends, refuses a VDiff asked for and not run, and
+// waits until every VDiff workflow that asked has its answer: without it
+// that workflow would wait for ever.
+func (r *reshard) endVDiffs(ctx workflow.Context) {
+	if r.want == VDiffUpdate {
+		r.reply = temporal.NewNonRetryableApplicationError("the movement ended before the VDiff ran", pgerr.ObjectNotInPrerequisiteState, nil)
+		r.want = ""
+	}
+	if r.answering > 0 {
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		_ = workflow.Await(dctx, func() bool { return r.answering == 0 })
 	}
 }
 

@@ -130,3 +130,29 @@ func TestRefusedPlanShowsFailed(t *testing.T) {
 		t.Fatalf("current details %q", d)
 	}
 }
+
+// A movement cancelled while it runs a VDiff a VDiff workflow asked for
+// still answers it, with the failure.
+func TestVDiffRequestAnsweredWhenTheMovementIsCancelled(t *testing.T) {
+	f := &fakeReplicator{lag: 50 << 20, diffBlocks: true}
+	env := newReshardEnv(t, f)
+	var replies []VDiffReply
+	env.OnSignalExternalWorkflow(mock.Anything, "vdiff-1", "", VDiffReplySignal, mock.Anything).
+		Return(func(ns, id, run, name string, arg any) error {
+			replies = append(replies, arg.(VDiffReply))
+			return nil
+		})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(VDiffRequestSignal, VDiffRequest{WorkflowID: "vdiff-1"}) }, 10*time.Minute)
+	f.whileDiffBlocks = env.CancelWorkflow
+	env.ExecuteWorkflow(Reshard, reshardIn)
+	var res ReshardResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Phase != PhaseCancelled || len(replies) != 1 || replies[0].Error == "" || replies[0].Result != nil {
+		t.Fatalf("result %+v, replies %+v, calls %v", res, replies, f.calls)
+	}
+	if f.called("diff") != 2 || f.called("cleanup") != 1 {
+		t.Fatalf("calls %v", f.calls)
+	}
+}
