@@ -89,6 +89,9 @@ func vdiffLine(ctx context.Context, c client.Client, id, movement string) string
 // diffProgress sums a VDiff's reports up: tables done, chunks compared,
 // differences.
 func diffProgress(d *workflows.DiffTablesResult) string {
+	if len(d.Reports) == 0 {
+		return "taking the consistent point (the streams stop first)"
+	}
 	var done, chunks int64
 	for _, raw := range d.Reports {
 		var r replicator.DiffReport

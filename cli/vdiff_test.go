@@ -29,6 +29,9 @@ func TestProgressLineShowsEstimateAndRunningVDiff(t *testing.T) {
 	if line := p.line(); !strings.Contains(line, "rows copied 1000 |") {
 		t.Errorf("line without an estimate %q", line)
 	}
+	if s := diffProgress(&workflows.DiffTablesResult{}); !strings.Contains(s, "consistent point") {
+		t.Errorf("a VDiff before its first chunk: %q", s)
+	}
 }
 
 // A VDiff workflow's report prints its direction and each table.
