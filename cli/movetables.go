@@ -23,6 +23,7 @@ type moveTablesFlags struct {
 	sourceSecret   string
 	inputFile      string
 	maxLag         int64
+	batchRows      int
 	queue          string
 	switchTraffic  bool
 	reverseTraffic bool
@@ -107,6 +108,7 @@ switched and drops what it created on every instance.`,
 	fl.StringVar(&f.shardIndex, "shard-index", "", "the shard index that routes the tables in the target group (default: the group's)")
 	fl.StringVar(&f.sourceSecret, "source-secret", "", "import from a Postgres outside the cluster: the absolute path, on the workers, of a file holding its connection string")
 	fl.StringVar(&f.inputFile, "input", "", "a JSON file holding the MoveTablesInput, instead of --database, --table and --target-shard-group")
+	fl.IntVar(&f.batchRows, "copy-batch-rows", 0, "rows per copy batch, 1 to 1000000 (default: the worker's, 10000)")
 	fl.Int64Var(&f.maxLag, "max-lag-bytes", 0, "the catch-up ends when every stream is within this many WAL bytes of its source (default 1 MiB)")
 	fl.StringVar(&f.queue, "task-queue", workflows.TaskQueue, "the task queue of the workers that run it")
 	fl.BoolVar(&f.switchTraffic, "switch-traffic", false, "ask the running move for its cutover to the target group")
@@ -151,6 +153,9 @@ func (f *moveTablesFlags) input() (workflows.MoveTablesInput, error) {
 	}
 	if f.shardIndex != "" {
 		in.ShardIndex = f.shardIndex
+	}
+	if f.batchRows != 0 {
+		in.CopyBatchRows = f.batchRows
 	}
 	if f.maxLag != 0 {
 		in.MaxLagBytes = f.maxLag

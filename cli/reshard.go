@@ -23,6 +23,7 @@ type reshardFlags struct {
 	targets       []string
 	inputFile     string
 	maxLag        int64
+	batchRows     int
 	queue         string
 	switchTraffic bool
 	cancel        bool
@@ -91,6 +92,7 @@ TesseraPhase="ready_for_cutover".`,
 	fl.StringVar(&f.group, "shard-group", "", "the shard group that moves")
 	fl.StringArrayVar(&f.targets, "target", nil, "a target shard and its key range, SHARD=START-END (repeat for each target)")
 	fl.StringVar(&f.inputFile, "input", "", "a JSON file holding the ReshardInput, instead of --database, --shard-group and --target")
+	fl.IntVar(&f.batchRows, "copy-batch-rows", 0, "rows per copy batch, 1 to 1000000 (default: the worker's, 10000)")
 	fl.Int64Var(&f.maxLag, "max-lag-bytes", 0, "the catch-up ends when every stream is within this many WAL bytes of its source (default 1 MiB)")
 	fl.StringVar(&f.queue, "task-queue", workflows.TaskQueue, "the task queue of the workers that run it")
 	fl.BoolVar(&f.switchTraffic, "switch-traffic", false, "ask the running reshard for its cutover (planned: refused for now)")
@@ -125,6 +127,9 @@ func (f *reshardFlags) input() (workflows.ReshardInput, error) {
 	}
 	if f.group != "" {
 		in.ShardGroup = f.group
+	}
+	if f.batchRows != 0 {
+		in.CopyBatchRows = f.batchRows
 	}
 	if f.maxLag != 0 {
 		in.MaxLagBytes = f.maxLag

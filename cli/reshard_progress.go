@@ -27,6 +27,8 @@ type reshardLive struct {
 	copying    int64   // rows read by copies still running
 	lagSeconds float64 // the largest of the running streams'
 	streaming  bool
+	// diffing is the running DiffTables' heartbeat: the VDiff so far.
+	diffing *workflows.DiffTablesResult
 }
 
 // reshardProgress reads a reshard's progress: the query, and its pending
@@ -61,6 +63,11 @@ func reshardProgress(ctx context.Context, c client.Client, id, runID string) (re
 					p.copying += n
 				}
 			}
+		case workflows.DiffTablesActivity:
+			var hb workflows.DiffTablesResult
+			if dc.FromPayloads(a.GetHeartbeatDetails(), &hb) == nil {
+				p.diffing = &hb
+			}
 		case workflows.StreamChangesActivity:
 			var hb workflows.StreamHeartbeat
 			if dc.FromPayloads(a.GetHeartbeatDetails(), &hb) == nil {
@@ -89,7 +96,19 @@ func (p reshardLive) line() string {
 			lag += fmt.Sprintf(" %.1fs", p.lagSeconds)
 		}
 	}
-	s := fmt.Sprintf("phase %s | rows copied %d | lag %s | VDiff %s", p.Phase, copied+p.copying, lag, diffLine(p.LastDiff))
+	rows := fmt.Sprint(copied + p.copying)
+	if len(p.RowsEstimated) > 0 {
+		var est int64
+		for _, n := range p.RowsEstimated {
+			est += n
+		}
+		rows += fmt.Sprintf(" of ~%d", est)
+	}
+	vdiff := diffLine(p.LastDiff)
+	if p.diffing != nil {
+		vdiff = "running: " + diffProgress(p.diffing)
+	}
+	s := fmt.Sprintf("phase %s | rows copied %s | lag %s | VDiff %s", p.Phase, rows, lag, vdiff)
 	if p.Error != "" {
 		s += " | error: " + p.Error
 	}

@@ -18,18 +18,24 @@ import (
 func newVDiffCommand() *cobra.Command {
 	var tf temporalFlags
 	var database, group string
-	var asJSON bool
+	var asJSON, run bool
+	var queue string
 	cmd := &cobra.Command{
-		Use:   "vdiff --database DB --shard-group GROUP [--json]",
-		Short: "Show the last VDiff of a shard group's reshard: each table's differences",
-		Long: `Show the last VDiff the reshard of a shard group ran (after its catch-up, before
-the cutover): for each table the chunks and rows compared and every difference
-by key and kind — missing (on its owning target), extra (on a target, on no
-source), changed (which columns; NULL and '' differ), wrong_shard (on a target
-that does not own its key) and source_duplicate (on two sources).
+		Use:   "vdiff --database DB --shard-group GROUP [--run] [--json]",
+		Short: "Run a VDiff of a shard group's movement (--run), or show its last: each table's differences",
+		Long: `Show the last VDiff the movement of a shard group ran (its reshard, else the
+MoveTables into it): for each table the chunks and rows compared and every
+difference by key and kind — missing (on its owning target), extra (on a
+target, on no source), changed (which columns; NULL and '' differ),
+wrong_shard (on a target that does not own its key) and source_duplicate (on
+two sources). It reads the movement's progress query.
 
-It reads the reshard's progress query. A standalone VDiff workflow, run on any
-move at any time, is planned.`,
+With --run it starts the VDiff workflow (id vdiff-<movement>) instead, which
+asks the running movement for a VDiff now: in phase ready_for_cutover the
+sources against the targets, in phase switched the reverse. The movement stops
+its streams at a known point, diffs and starts them again. The progress
+(tables and chunks done, differences so far) is redrawn in place on a
+terminal, printed line by line otherwise; then the report.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if database == "" || group == "" {
@@ -41,7 +47,21 @@ move at any time, is planned.`,
 				return err
 			}
 			defer c.Close()
-			id := workflows.ReshardID(database, group)
+			if run {
+				rep, err := runVDiff(ctx, cmd.ErrOrStderr(), newLiveLine(cmd.ErrOrStderr()), c, queue, database, group)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printResult(cmd.OutOrStdout(), true, rep, nil)
+				}
+				return printVDiffReport(cmd.OutOrStdout(), workflows.VDiffID(rep.Movement), rep)
+			}
+			id, err := runningMovement(ctx, c, database, group)
+			if err != nil {
+				// A finished movement's last progress is still queryable.
+				id = workflows.ReshardID(database, group)
+			}
 			p, err := reshardProgress(ctx, c, id, "")
 			if err != nil {
 				return workflowError(id, notFound(id, err))
@@ -54,8 +74,10 @@ move at any time, is planned.`,
 	}
 	tf.register(cmd, nil)
 	cmd.Flags().StringVar(&database, "database", "", "the database")
-	cmd.Flags().StringVar(&group, "shard-group", "", "the shard group being resharded")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the VDiff's result as JSON (null before the first VDiff)")
+	cmd.Flags().StringVar(&group, "shard-group", "", "the shard group being resharded, or moved into")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the VDiff's result as JSON (null before the first VDiff; with --run the VDiff workflow's report)")
+	cmd.Flags().BoolVar(&run, "run", false, "run a VDiff now (the VDiff workflow) and show its progress and report")
+	cmd.Flags().StringVar(&queue, "task-queue", workflows.TaskQueue, "the task queue of the workers that run the VDiff workflow")
 	return cmd
 }
 

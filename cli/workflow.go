@@ -44,6 +44,9 @@ type workflowView struct {
 	Step           string `json:"step,omitempty"`
 	// Progress is a Reshard's progress query answer.
 	Progress *workflows.ReshardProgress `json:"progress,omitempty"`
+	// VDiff is a VDiff's report: its query's answer, or its result once
+	// it has completed.
+	VDiff *workflows.VDiffReport `json:"vdiff,omitempty"`
 	// progressLine is the progress with the running activities' heartbeats.
 	progressLine string
 	Pending      []string `json:"pending_activities,omitempty"`
@@ -110,6 +113,13 @@ func describeWorkflow(ctx context.Context, c client.Client, id, runID string) (w
 			v.Pending = append(v.Pending, p)
 		}
 	}
+	if d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED && v.Type == workflows.VDiffName {
+		// The report is the run's result, which Temporal keeps.
+		var rep workflows.VDiffReport
+		if c.GetWorkflow(ctx, id, v.RunID).Get(ctx, &rep) == nil {
+			v.VDiff, v.progressLine = &rep, vdiffSummary(rep)
+		}
+	}
 	if d.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		// Queries of a closed run need a worker to replay it: what
 		// Temporal holds is enough.
@@ -126,6 +136,13 @@ func describeWorkflow(ctx context.Context, c client.Client, id, runID string) (w
 	if v.Type == workflows.ReshardName || v.Type == workflows.MoveTablesName {
 		if p, err := reshardProgress(qctx, c, id, v.RunID); err == nil {
 			v.Progress, v.progressLine = &p.ReshardProgress, p.line()
+		}
+	} else if v.Type == workflows.VDiffName {
+		if res, err := c.QueryWorkflow(qctx, id, v.RunID, workflows.ReportQuery); err == nil {
+			var rep workflows.VDiffReport
+			if res.Get(&rep) == nil {
+				v.VDiff, v.progressLine = &rep, vdiffLine(ctx, c, id, rep.Movement)
+			}
 		}
 	} else if res, err := c.QueryWorkflow(qctx, id, v.RunID, workflows.StepQuery); err == nil {
 		res.Get(&v.Step)
@@ -155,4 +172,16 @@ func printWorkflowView(w io.Writer, v workflowView) {
 	if v.CurrentDetails != "" {
 		fmt.Fprintf(w, "\n%s", v.CurrentDetails)
 	}
+}
+
+// vdiffSummary is a finished VDiff's one line.
+func vdiffSummary(rep workflows.VDiffReport) string {
+	s := "phase " + rep.Phase + " | movement " + rep.Movement
+	if rep.Result != nil {
+		s += " | " + diffProgress(rep.Result)
+	}
+	if rep.Error != "" {
+		s += " | error: " + rep.Error
+	}
+	return s
 }

@@ -142,8 +142,19 @@ func TestReshardOnRealTemporal(t *testing.T) {
 		prog = reshardProgress(t, ctx, run.GetID())
 	}
 	t.Logf("ready for cutover after %d writes: %+v", writer.acked(), prog)
-	if prog.Copied["public.customers"] < 5000 || prog.LastDiff == nil || !prog.LastDiff.Done || prog.LastDiff.Differences != 0 {
+	if prog.Copied["public.customers"] < 5000 || prog.LastDiff == nil || !prog.LastDiff.Done || prog.LastDiff.Differences != 0 ||
+		prog.RowsEstimated["public.customers"] <= 0 {
 		t.Fatalf("progress %+v", prog)
+	}
+
+	// A VDiff on demand (the VDiff workflow), the writer still writing:
+	// the streams stop at a known point, and start again after.
+	diffStart := time.Now()
+	rep := runVDiff(t, ctx, queue, run.GetID())
+	t.Logf("VDiff workflow at ready_for_cutover took %s: %+v", time.Since(diffStart), rep)
+	if rep.Phase != workflows.PhaseDone || rep.MovementPhase != workflows.PhaseReadyForCutover || rep.Reverse ||
+		rep.Result == nil || !rep.Result.Done || rep.Result.Differences != 0 || len(rep.Result.Reports) != 1 {
+		t.Fatalf("VDiff at ready_for_cutover: %+v", rep)
 	}
 
 	// The cutover, with the writer still writing.
@@ -162,6 +173,20 @@ func TestReshardOnRealTemporal(t *testing.T) {
 	prog = reshardProgress(t, ctx, run.GetID())
 	if prog.Phase != workflows.PhaseSwitched || prog.Cutover == nil {
 		t.Fatalf("after SwitchTraffic: %+v", prog)
+	}
+	// Switched, a VDiff compares the other way: the targets, which now
+	// serve, against the sources the reverse streams keep current. The
+	// operator's way: `tessera vdiff --run`, its progress in plain lines
+	// (stderr is no terminal), then `tessera workflow show`.
+	out, errOut, code := runCLI(ctx, "vdiff", "--database", "shop", "--shard-group", "data", "--run", "--task-queue", queue)
+	t.Logf("tessera vdiff --run:\n%s%s", errOut, out)
+	if code != 0 || !strings.Contains(errOut, "started workflow vdiff-reshard-shop-data") ||
+		!strings.Contains(out, "VDiff of reshard-shop-data (reverse") || !strings.Contains(out, "last VDiff 0 differences") {
+		t.Fatalf("tessera vdiff --run when switched: exit %d", code)
+	}
+	out, _, code = runCLI(ctx, "workflow", "show", workflows.VDiffID(run.GetID()))
+	if code != 0 || !strings.Contains(out, "VDiff") || !strings.Contains(out, "phase done | movement reshard-shop-data | tables 1 done of 1 started") {
+		t.Fatalf("workflow show of the VDiff: exit %d\n%s", code, out)
 	}
 	t.Logf("cutover: %d acknowledged writes; write pause (fence to topology switch) %s; table buffer held %s; topology revision %d",
 		writer.acked(), prog.Cutover.WritePause(), prog.Cutover.BufferHeld(), prog.Cutover.Revision)

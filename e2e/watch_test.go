@@ -135,7 +135,7 @@ func TestWatchReshard(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(progress), "\n")
 	last := lines[len(lines)-1]
 	if strings.ContainsAny(progress, "\r\x1b") || len(lines) < 2 || !strings.HasPrefix(lines[0], "started workflow "+id) ||
-		!strings.Contains(last, "phase ready_for_cutover | rows copied 20000 | lag ") || !strings.HasSuffix(last, "| VDiff 0 differences") {
+		!strings.Contains(last, "phase ready_for_cutover | rows copied 20000 of ~") || !strings.Contains(last, " | lag ") || !strings.HasSuffix(last, "| VDiff 0 differences") {
 		t.Fatalf("progress lines:\n%s", progress)
 	}
 

@@ -52,6 +52,8 @@ type MoveTablesInput struct {
 	Source *ExternalSource `json:"source,omitempty"`
 	// MaxLagBytes: as ReshardInput's.
 	MaxLagBytes int64 `json:"max_lag_bytes,omitempty"`
+	// CopyBatchRows: as ReshardInput's.
+	CopyBatchRows int `json:"copy_batch_rows,omitempty"`
 	// Resume, set only by the workflow itself when it continues as new.
 	Resume *ReshardResume `json:"resume,omitempty"`
 }

@@ -21,6 +21,7 @@ func Register(r worker.Registry, a *activities.Activities) {
 	// replicator/actions), registered by the worker beside these.
 	r.RegisterWorkflowWithOptions(Reshard, workflow.RegisterOptions{Name: ReshardName})
 	r.RegisterWorkflowWithOptions(MoveTables, workflow.RegisterOptions{Name: MoveTablesName})
+	r.RegisterWorkflowWithOptions(VDiff, workflow.RegisterOptions{Name: VDiffName})
 	// OnlineDDL's and SchemaCheck's activities are package onlineddl's,
 	// registered by the worker too.
 	r.RegisterWorkflowWithOptions(OnlineDDL, workflow.RegisterOptions{Name: OnlineDDLName})

@@ -245,6 +245,12 @@ func (r *reshard) switched(ctx workflow.Context) error {
 			}
 			continue
 		}
+		if served, err := r.serveVDiff(ctx); served {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if r.want == ReverseTrafficUpdate {
 			r.reply = r.cutover(ctx, r.plan.Reversed())
 			r.want = ""

@@ -34,8 +34,11 @@ type fakeReplicator struct {
 	cancelled map[string]bool
 	lag       int64
 	planErr   error
-	// copyBlocks makes CopyTables wait for cancellation.
-	copyBlocks bool
+	// copyBlocks makes CopyTables wait for cancellation; diffBlocks
+	// DiffTables, past the first diff.
+	copyBlocks, diffBlocks bool
+	diffs                  int
+	whileDiffBlocks        func()
 	// fenceErr fails FenceSources; fenced says whether a fence is up.
 	fenceErr error
 	// lagging names routers WaitRouters reports behind the revision.
@@ -73,7 +76,8 @@ func (f *fakeReplicator) called(prefix string) int {
 var testPlan = ReshardPlan{
 	Key: "rs0011223344556677", Database: "store", ShardGroup: "customer_data",
 	Sources: []string{"s1", "s2"}, Targets: []string{"t1", "t2", "t3", "t4"},
-	Tables: []ReshardTable{{Schema: "public", Name: "customers", ShardColumn: "customer_id"}, {Schema: "public", Name: "orders", ShardColumn: "customer_id"}},
+	Tables:        []ReshardTable{{Schema: "public", Name: "customers", ShardColumn: "customer_id"}, {Schema: "public", Name: "orders", ShardColumn: "customer_id"}},
+	RowsEstimated: map[string]map[string]int64{"s1": {"public.customers": 10, "public.orders": 90}, "s2": {"public.customers": 10, "public.orders": 90}},
 }
 
 func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvironment {
@@ -130,7 +134,18 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 				return DiffTablesResult{}, errors.New("diff while stream " + s + " runs")
 			}
 		}
-		f.calls = append(f.calls, "diff")
+		f.calls = append(f.calls, "diff "+strings.Join(p.Sources, ","))
+		f.diffs++
+		if f.diffBlocks && f.diffs > 1 {
+			f.mu.Unlock()
+			if f.whileDiffBlocks != nil {
+				// The workflow clock stands still while the activity runs.
+				f.whileDiffBlocks()
+			}
+			<-ctx.Done()
+			f.mu.Lock()
+			return DiffTablesResult{}, ctx.Err()
+		}
 		return DiffTablesResult{Done: true, Reports: map[string]json.RawMessage{"public.orders": json.RawMessage(`{"done":true}`)}}, nil
 	})
 	reg(CleanupReshardActivity, func(ctx context.Context, p ReshardPlan) error {

@@ -93,6 +93,10 @@ type ReshardInput struct {
 	// MaxLagBytes: the catch-up phase ends when every stream's slot is
 	// within this many WAL bytes of its source; 0 means 1 MiB.
 	MaxLagBytes int64 `json:"max_lag_bytes,omitempty"`
+	// CopyBatchRows bounds the rows of each copy batch (one transaction
+	// with its progress row on every target): 0 means the worker's
+	// default; the plan refuses a value outside 1..MaxCopyBatchRows.
+	CopyBatchRows int `json:"copy_batch_rows,omitempty"`
 	// Resume, set only by the workflow itself when it continues as new,
 	// carries the plan and what is done.
 	Resume *ReshardResume `json:"resume,omitempty"`
@@ -171,6 +175,31 @@ type ReshardPlan struct {
 	// A shard it does not name has its CopyTables and StreamChanges run on
 	// the workflow's own task queue, by the general workers.
 	Queues map[string]string `json:"queues,omitempty"`
+	// CopyBatchRows is the input's copy_batch_rows, checked: 0 means the
+	// worker's default.
+	CopyBatchRows int `json:"copy_batch_rows,omitempty"`
+	// RowsEstimated is, per source and table (schema.name), the rows the
+	// plan expects to copy: the source's pg_class.reltuples, or a count
+	// where the table was never analysed.
+	RowsEstimated map[string]map[string]int64 `json:"rows_estimated,omitempty"`
+}
+
+// MaxCopyBatchRows bounds copy_batch_rows: a batch is one transaction on
+// every target, held in the copy's memory while it is routed.
+const MaxCopyBatchRows = 1_000_000
+
+// EstimatedRows sums the plan's estimate per table over its sources.
+func (p ReshardPlan) EstimatedRows() map[string]int64 {
+	if len(p.RowsEstimated) == 0 {
+		return nil
+	}
+	m := map[string]int64{}
+	for _, tables := range p.RowsEstimated {
+		for t, n := range tables {
+			m[t] += n
+		}
+	}
+	return m
 }
 
 // Imports says whether the plan imports from an external Postgres.
@@ -293,12 +322,15 @@ type DiffTablesResult struct {
 
 // ReshardProgress answers ProgressQuery.
 type ReshardProgress struct {
-	Phase    string               `json:"phase"`
-	Copied   map[string]int64     `json:"rows_copied"`
-	Streams  map[string]LagSample `json:"streams,omitempty"`
-	LastDiff *DiffTablesResult    `json:"last_diff,omitempty"`
-	Cutover  *CutoverReport       `json:"cutover,omitempty"`
-	Error    string               `json:"error,omitempty"`
+	Phase  string           `json:"phase"`
+	Copied map[string]int64 `json:"rows_copied"`
+	// RowsEstimated is the plan's estimate of the rows to copy, per
+	// table: "rows copied N of ~M".
+	RowsEstimated map[string]int64     `json:"rows_estimated,omitempty"`
+	Streams       map[string]LagSample `json:"streams,omitempty"`
+	LastDiff      *DiffTablesResult    `json:"last_diff,omitempty"`
+	Cutover       *CutoverReport       `json:"cutover,omitempty"`
+	Error         string               `json:"error,omitempty"`
 }
 
 // ReshardResult is how a reshard ended.

@@ -120,7 +120,10 @@ func reshardDetails(title string, p ReshardProgress, step string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**%s**: %s\n\n", title, p.Phase)
 	fmt.Fprintf(&b, "- step: %s\n", step)
-	if len(p.Copied) > 0 {
+	switch {
+	case len(p.RowsEstimated) > 0:
+		fmt.Fprintf(&b, "- rows copied: %d of ~%d (%s)\n", sumRows(p.Copied), sumRows(p.RowsEstimated), perTable(p.Copied))
+	case len(p.Copied) > 0:
 		fmt.Fprintf(&b, "- rows copied: %d (%s)\n", sumRows(p.Copied), perTable(p.Copied))
 	}
 	if len(p.Streams) > 0 {

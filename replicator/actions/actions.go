@@ -31,6 +31,9 @@ type Actions struct {
 	// transaction with its progress row on every target); zero means
 	// replicator.DefaultBatchRows. A killed copy repeats at most one.
 	CopyBatchRows int
+	// diffChunkRows, set by tests, is the VDiff's chunk size (zero:
+	// replicator.DefaultDiffChunkRows).
+	diffChunkRows int
 }
 
 // Register registers the activities under the names the Reshard and

@@ -81,7 +81,7 @@ func (a *Actions) CopyTables(ctx context.Context, in workflows.SourceInput) (wor
 	}
 	defer read.Rollback(context.Background())
 
-	copier := &replicator.Copier{Workflow: plan.Key, Source: in.Source, Snapshot: snap, Read: read, BatchRows: a.CopyBatchRows}
+	copier := &replicator.Copier{Workflow: plan.Key, Source: in.Source, Snapshot: snap, Read: read, BatchRows: a.copyBatchRows(plan)}
 	for _, shard := range plan.Targets {
 		conn, _, err := a.connect(ctx, shard, plan.Database)
 		if err != nil {

@@ -23,25 +23,47 @@ const diffChunksPerCall = 20
 // table after the last chunk its heartbeat holds, on new snapshots (a new
 // consistent point; the chunks compared before keep their results).
 func (a *Actions) DiffTables(ctx context.Context, plan workflows.ReshardPlan) (workflows.DiffTablesResult, error) {
-	a = a.forPlan(plan)
-	var mu sync.Mutex
-	res := workflows.DiffTablesResult{Reports: map[string]json.RawMessage{}}
 	var prior workflows.DiffTablesResult
-	if lastDetails(ctx, &prior) {
-		for t, r := range prior.Reports {
-			res.Reports[t] = r
-		}
-	}
+	lastDetails(ctx, &prior)
+	var mu sync.Mutex
+	// The first heartbeat keeps the prior reports, should this attempt
+	// die before its first chunk.
+	latest := prior
 	stop := beating(ctx, func() any {
 		mu.Lock()
 		defer mu.Unlock()
-		c := workflows.DiffTablesResult{Reports: map[string]json.RawMessage{}}
-		for t, r := range res.Reports {
-			c.Reports[t] = r
-		}
-		return c
+		return latest
 	})
 	defer stop()
+	return a.diffTables(ctx, plan, prior, func(r workflows.DiffTablesResult) {
+		mu.Lock()
+		latest = r
+		mu.Unlock()
+	})
+}
+
+// diffTables is DiffTables going on from prior's reports; it hands a copy
+// of the reports to progress after every stretch of chunks, what the next
+// heartbeat carries.
+func (a *Actions) diffTables(ctx context.Context, plan workflows.ReshardPlan, prior workflows.DiffTablesResult,
+	progress func(workflows.DiffTablesResult)) (workflows.DiffTablesResult, error) {
+	a = a.forPlan(plan)
+	res := workflows.DiffTablesResult{Reports: map[string]json.RawMessage{}}
+	for t, r := range prior.Reports {
+		res.Reports[t] = r
+	}
+	snapshot := func() workflows.DiffTablesResult {
+		c := workflows.DiffTablesResult{Reports: make(map[string]json.RawMessage, len(res.Reports))}
+		for t, r := range res.Reports {
+			c.Reports[t] = r
+			var rep replicator.DiffReport
+			if json.Unmarshal(r, &rep) == nil {
+				c.Differences += rep.Total()
+			}
+		}
+		return c
+	}
+	progress(snapshot())
 
 	target, err := topo.Parse(plan.TargetTopology)
 	if err != nil {
@@ -81,10 +103,7 @@ func (a *Actions) DiffTables(ctx context.Context, plan workflows.ReshardPlan) (w
 	var differences int64
 	for _, t := range plan.Tables {
 		var report replicator.DiffReport
-		mu.Lock()
-		raw := res.Reports[t.DisplayName()]
-		mu.Unlock()
-		if raw != nil {
+		if raw := res.Reports[t.DisplayName()]; raw != nil {
 			if err := json.Unmarshal(raw, &report); err != nil {
 				return res, activityError(err)
 			}
@@ -94,13 +113,12 @@ func (a *Actions) DiffTables(ctx context.Context, plan workflows.ReshardPlan) (w
 			return res, activityError(err)
 		}
 		d := &replicator.Differ{Table: table, Placement: target.Resolve(plan.Database, t.Schema, t.Name),
-			Sources: sources, Targets: targets, MaxChunks: diffChunksPerCall}
+			Sources: sources, Targets: targets, MaxChunks: diffChunksPerCall, ChunkRows: a.diffChunkRows}
 		for !report.Done {
 			report, err = d.Diff(ctx, report)
 			if raw, merr := json.Marshal(report); merr == nil {
-				mu.Lock()
 				res.Reports[t.DisplayName()] = raw
-				mu.Unlock()
+				progress(snapshot())
 			}
 			if err != nil {
 				return res, activityError(fmt.Errorf("VDiff of %s: %w", t.DisplayName(), err))

@@ -41,6 +41,7 @@ func (a *Actions) PlanMoveTables(ctx context.Context, in workflows.PlanMoveTable
 		return plan, err
 	}
 	plan.TopologyRevision = snap.Revision
+	plan.CopyBatchRows = in.Input.CopyBatchRows
 	for _, shard := range plan.Targets {
 		st, err := a.Store.GetShardState(ctx, shard)
 		if err != nil {
@@ -59,7 +60,10 @@ func (a *Actions) PlanMoveTables(ctx context.Context, in workflows.PlanMoveTable
 	if err := a.checkMoveSources(ctx, &plan); err != nil {
 		return plan, err
 	}
-	return plan, a.checkMoveTargets(ctx, plan)
+	if err := a.checkMoveTargets(ctx, plan); err != nil {
+		return plan, err
+	}
+	return plan, a.estimateRows(ctx, &plan)
 }
 
 // planMove checks the input against the stored topology and computes the
@@ -69,6 +73,9 @@ func planMove(top *topo.Topology, in workflows.PlanMoveTablesInput) (workflows.R
 	plan := workflows.ReshardPlan{Key: workflows.MoveTablesKey(in.WorkflowID), Database: m.Database, TargetShardGroup: m.TargetShardGroup}
 	if in.WorkflowID == "" || m.Database == "" || m.TargetShardGroup == "" || len(m.Tables) == 0 {
 		return plan, refuse(pgerr.InvalidParameterValue, "database, tables and target_shard_group are required")
+	}
+	if err := checkCopyBatchRows(m.CopyBatchRows); err != nil {
+		return plan, err
 	}
 	if m.Source != nil {
 		return planImport(top, in)

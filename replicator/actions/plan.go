@@ -47,6 +47,9 @@ func (a *Actions) PlanReshard(ctx context.Context, in workflows.PlanReshardInput
 	if err := a.planTables(ctx, &plan, snap.Topology); err != nil {
 		return plan, err
 	}
+	if err := a.estimateRows(ctx, &plan); err != nil {
+		return plan, err
+	}
 	if plan.Queues, err = a.planQueues(ctx, plan); err != nil {
 		return plan, err
 	}
@@ -61,6 +64,10 @@ func planTopology(top *topo.Topology, in workflows.PlanReshardInput) (workflows.
 	if in.WorkflowID == "" || r.Database == "" || r.ShardGroup == "" || len(r.TargetKeyRanges) == 0 {
 		return plan, refuse(pgerr.InvalidParameterValue, "database, shard_group and target_key_ranges are required")
 	}
+	if err := checkCopyBatchRows(r.CopyBatchRows); err != nil {
+		return plan, err
+	}
+	plan.CopyBatchRows = r.CopyBatchRows
 	group, ok := top.Group(r.ShardGroup)
 	if !ok {
 		return plan, refuse(pgerr.UndefinedObject, "shard group %q does not exist", r.ShardGroup)
