@@ -126,7 +126,7 @@ func StartReplicator(ctx context.Context, cfg ReplicatorConfig) (_ *Replicator, 
 		conn = actions.DiscoveryConnector{Store: r.store, User: cfg.ReplicatorUser, PasswordFile: cfg.ReplicatorPasswordFile}
 	}
 	queue := workflows.ReplicatorQueue(cfg.Shard)
-	r.worker = sdkworker.New(r.temporal, queue, sdkworker.Options{})
+	r.worker = sdkworker.New(r.temporal, queue, SDKOptions())
 	(&actions.Actions{Store: r.store, Conn: conn}).RegisterSource(r.worker, cfg.Shard)
 	if err := r.worker.Start(); err != nil {
 		r.worker = nil

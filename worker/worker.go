@@ -129,7 +129,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	if w.acts, err = activities.New(activities.Config{Store: w.store, Secret: cfg.Secret, TLS: cfg.TLS, Logger: log}); err != nil {
 		return nil, err
 	}
-	w.worker = sdkworker.New(w.temporal, workflows.TaskQueue, sdkworker.Options{})
+	w.worker = sdkworker.New(w.temporal, workflows.TaskQueue, SDKOptions())
 	workflows.Register(w.worker, w.acts)
 	replicatorActions(w.store, cfg).Register(w.worker)
 	onlineDDLActivities(w.store, cfg).Register(w.worker)
