@@ -25,6 +25,7 @@ type (
 		UID               string     `json:"uid"`
 		DefaultShardIndex string     `json:"default_shard_index,omitempty"`
 		KeyRanges         []docRange `json:"key_ranges"`
+		ReplicaKeyRanges  []docRange `json:"replica_key_ranges,omitempty"`
 	}
 	docRange struct {
 		ShardUID string `json:"shard_uid"`
@@ -50,9 +51,22 @@ type (
 	}
 )
 
+func docRanges(ranges []KeyRange) []docRange {
+	var out []docRange
+	for _, r := range ranges {
+		out = append(out, docRange{ShardUID: r.ShardUID, Start: r.Start, End: r.End})
+	}
+	return out
+}
+
 // MarshalJSON writes the topology as a document Parse accepts, with keys
 // in a fixed order, so equal topologies give equal bytes.
 func (t *Topology) MarshalJSON() ([]byte, error) {
+	return json.MarshalIndent(t.doc(), "", "  ")
+}
+
+// doc is the topology's document form.
+func (t *Topology) doc() docTopology {
 	d := docTopology{
 		AuthoritativeShardGroup: t.AuthoritativeShardGroup,
 		DefaultShardGroup:       t.DefaultShardGroup,
@@ -68,9 +82,8 @@ func (t *Topology) MarshalJSON() ([]byte, error) {
 	}
 	for _, g := range t.ShardGroups {
 		dg := docGroup{UID: g.UID, DefaultShardIndex: g.DefaultShardIndex}
-		for _, r := range g.KeyRanges {
-			dg.KeyRanges = append(dg.KeyRanges, docRange{ShardUID: r.ShardUID, Start: r.Start, End: r.End})
-		}
+		dg.KeyRanges = docRanges(g.KeyRanges)
+		dg.ReplicaKeyRanges = docRanges(g.ReplicaKeyRanges)
 		d.ShardGroups = append(d.ShardGroups, dg)
 	}
 	for dbName, db := range t.Databases {
@@ -87,5 +100,5 @@ func (t *Topology) MarshalJSON() ([]byte, error) {
 		}
 		d.Databases[dbName] = dd
 	}
-	return json.MarshalIndent(d, "", "  ")
+	return d
 }

@@ -34,6 +34,9 @@ func Parse(doc []byte) (*Topology, error) {
 	d := decoder{ps: &ps}
 	t := d.topology(tree)
 	validate(t, &ps)
+	if len(ps.list) == 0 {
+		t.replica = replicaView(t, &ps)
+	}
 	if len(ps.list) > 0 {
 		return nil, ps.err()
 	}
@@ -192,14 +195,20 @@ func (d decoder) shardIndex(path, name string, v any) *ShardIndex {
 
 func (d decoder) shardGroup(path string, v any) *ShardGroup {
 	g := &ShardGroup{}
-	m := d.object(path, v, "uid", "default_shard_index", "key_ranges")
+	m := d.object(path, v, "uid", "default_shard_index", "key_ranges", "replica_key_ranges")
 	if m == nil {
 		return g
 	}
 	g.UID = d.str(join(path, "uid"), m["uid"])
 	g.DefaultShardIndex = d.str(join(path, "default_shard_index"), m["default_shard_index"])
-	rpath := join(path, "key_ranges")
-	for i, r := range d.array(rpath, m["key_ranges"]) {
+	g.KeyRanges = d.keyRanges(join(path, "key_ranges"), m["key_ranges"])
+	g.ReplicaKeyRanges = d.keyRanges(join(path, "replica_key_ranges"), m["replica_key_ranges"])
+	return g
+}
+
+func (d decoder) keyRanges(rpath string, v any) []KeyRange {
+	var out []KeyRange
+	for i, r := range d.array(rpath, v) {
 		p := index(rpath, i)
 		rm := d.object(p, r, "shard_uid", "start", "end")
 		kr := KeyRange{}
@@ -208,9 +217,9 @@ func (d decoder) shardGroup(path string, v any) *ShardGroup {
 			kr.Start = d.str(join(p, "start"), rm["start"])
 			kr.End = d.str(join(p, "end"), rm["end"])
 		}
-		g.KeyRanges = append(g.KeyRanges, kr)
+		out = append(out, kr)
 	}
-	return g
+	return out
 }
 
 func (d decoder) database(path string, v any) *Database {
