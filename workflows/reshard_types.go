@@ -57,6 +57,10 @@ const (
 	UnfenceSourcesActivity = "UnfenceSources"
 	// CompleteReshard is Complete's work.
 	CompleteReshardActivity = "CompleteReshard"
+	// SwitchReplicaReads moves the group's replica reads to the targets
+	// (a SwitchTraffic of reads) or back (ReverseTraffic of reads,
+	// Cancel), by the group's replica key ranges in the topology.
+	SwitchReplicaReadsActivity = "SwitchReplicaReads"
 )
 
 // Phases of a reshard, in order; cancelled and failed end it early.
