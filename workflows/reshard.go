@@ -171,7 +171,9 @@ func (r *reshard) switchedNow() bool { return r.prog.Cutover != nil && !r.prog.C
 
 // request hands an update to the main loop, which owns the streams, and
 // returns its outcome.
-func (r *reshard) request(name string) func(workflow.Context) error { return r.requestWith(name, false) }
+func (r *reshard) request(name string) func(workflow.Context) error {
+	return r.requestWith(name, false)
+}
 
 // requestWith is request for an update that may move replica reads only.
 func (r *reshard) requestWith(name string, reads bool) func(workflow.Context) error {
