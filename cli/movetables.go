@@ -168,12 +168,12 @@ func (f *moveTablesFlags) input() (workflows.MoveTablesInput, error) {
 	return in, nil
 }
 
-// sendUpdate sends one of a data movement's updates and waits for its
-// answer.
-func sendUpdate(cmd *cobra.Command, c client.Client, id, update, done string) error {
+// sendUpdate sends one of a data movement's updates, with its arguments,
+// and waits for its answer.
+func sendUpdate(cmd *cobra.Command, c client.Client, id, update, done string, args ...any) error {
 	ctx := cmd.Context()
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: id, UpdateName: update, WaitForStage: client.WorkflowUpdateStageCompleted,
+		WorkflowID: id, UpdateName: update, WaitForStage: client.WorkflowUpdateStageCompleted, Args: args,
 	})
 	if err == nil {
 		err = h.Get(ctx, nil)

@@ -50,6 +50,10 @@ func TestReshardInput(t *testing.T) {
 		{[]string{"reshard", nowhere, "--input", typo}, `unknown field "shard_grop" (SQLSTATE 22023)`},
 		{[]string{"reshard", nowhere, "--input", filepath.Join(t.TempDir(), "none.json")}, "(SQLSTATE 58P01)"},
 		{[]string{"reshard", nowhere, "--database", "shop", "--shard-group", "data", "--cancel", "--switch-traffic"}, "none of the others can be"},
+		{[]string{"reshard", nowhere, "--database", "shop", "--shard-group", "data", "--complete", "--reverse-traffic"}, "none of the others can be"},
+		{[]string{"reshard", nowhere, "--database", "shop", "--shard-group", "data", "--reads"}, "--reads goes with --switch-traffic or --reverse-traffic (SQLSTATE 22023)"},
+		{[]string{"reshard", nowhere, "--database", "shop", "--shard-group", "data", "--cancel", "--reads"}, "--reads goes with --switch-traffic or --reverse-traffic"},
+		{[]string{"reshard", nowhere, "--database", "shop", "--shard-group", "data", "--switch-traffic", "--reads"}, "cannot reach Temporal"},
 		{[]string{"vdiff", nowhere, "--database", "shop"}, "--database and --shard-group are required (SQLSTATE 22023)"},
 		{[]string{"workflow", "show", nowhere}, "accepts 1 arg(s)"},
 		// Valid input: only then is Temporal reached.
