@@ -279,4 +279,3 @@ func refusedAs(err error, code string) bool {
 	var appErr *temporal.ApplicationError
 	return errors.As(err, &appErr) && appErr.Type() == code
 }
-
