@@ -42,9 +42,10 @@ type (
 		ReferenceTables   map[string]docReferenceTable `json:"reference_tables,omitempty"`
 	}
 	docTable struct {
-		ShardGroup            string   `json:"shard_group,omitempty"`
-		ShardIndex            string   `json:"shard_index,omitempty"`
-		AlternateShardIndexes []string `json:"alternate_shard_indexes,omitempty"`
+		ShardGroup            string    `json:"shard_group,omitempty"`
+		ShardIndex            string    `json:"shard_index,omitempty"`
+		AlternateShardIndexes []string  `json:"alternate_shard_indexes,omitempty"`
+		ReplicaReads          *docTable `json:"replica_reads,omitempty"`
 	}
 	docReferenceTable struct {
 		ShardGroups []string `json:"shard_groups"`
@@ -91,7 +92,11 @@ func (t *Topology) doc() docTopology {
 		for sName, s := range db.Schemas {
 			ds := docSchema{DefaultShardGroup: s.DefaultShardGroup, Tables: map[string]docTable{}, ReferenceTables: map[string]docReferenceTable{}}
 			for tName, tb := range s.Tables {
-				ds.Tables[tName] = docTable{ShardGroup: tb.ShardGroup, ShardIndex: tb.ShardIndex, AlternateShardIndexes: tb.AlternateShardIndexes}
+				dt := docTable{ShardGroup: tb.ShardGroup, ShardIndex: tb.ShardIndex, AlternateShardIndexes: tb.AlternateShardIndexes}
+				if r := tb.ReplicaReads; r != nil {
+					dt.ReplicaReads = &docTable{ShardGroup: r.ShardGroup, ShardIndex: r.ShardIndex, AlternateShardIndexes: r.AlternateShardIndexes}
+				}
+				ds.Tables[tName] = dt
 			}
 			for rName, r := range s.ReferenceTables {
 				ds.ReferenceTables[rName] = docReferenceTable{ShardGroups: r.ShardGroups}

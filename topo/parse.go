@@ -251,12 +251,10 @@ func (d decoder) schema(path string, v any) *Schema {
 		tables := d.object(tpath, m["tables"])
 		for _, name := range sortedKeys(tables) {
 			p := join(tpath, name)
-			tm := d.object(p, tables[name], "shard_group", "shard_index", "alternate_shard_indexes")
-			t := &Table{}
-			if tm != nil {
-				t.ShardGroup = d.str(join(p, "shard_group"), tm["shard_group"])
-				t.ShardIndex = d.str(join(p, "shard_index"), tm["shard_index"])
-				t.AlternateShardIndexes = d.strings(join(p, "alternate_shard_indexes"), tm["alternate_shard_indexes"])
+			t := d.table(p, tables[name], "shard_group", "shard_index", "alternate_shard_indexes", "replica_reads")
+			if t.replicaDoc != nil {
+				// One level only: the binding replica reads use.
+				t.ReplicaReads = d.table(join(p, "replica_reads"), t.replicaDoc, "shard_group", "shard_index", "alternate_shard_indexes")
 			}
 			s.Tables[name] = t
 		}
@@ -275,4 +273,16 @@ func (d decoder) schema(path string, v any) *Schema {
 		}
 	}
 	return s
+}
+
+func (d decoder) table(p string, v any, allowed ...string) *Table {
+	tm := d.object(p, v, allowed...)
+	t := &Table{}
+	if tm != nil {
+		t.ShardGroup = d.str(join(p, "shard_group"), tm["shard_group"])
+		t.ShardIndex = d.str(join(p, "shard_index"), tm["shard_index"])
+		t.AlternateShardIndexes = d.strings(join(p, "alternate_shard_indexes"), tm["alternate_shard_indexes"])
+		t.replicaDoc = tm["replica_reads"]
+	}
+	return t
 }

@@ -3,8 +3,10 @@ package topo
 import "encoding/json"
 
 // ReplicaReads returns the topology replica reads route by: t itself
-// unless a shard group has replica key ranges, else the topology with
-// those groups' key ranges replaced by their replica key ranges. It is
+// unless a shard group has replica key ranges or a table a replica_reads
+// binding, else the topology with those groups' key ranges replaced by
+// their replica key ranges and those tables' bindings by their
+// replica_reads. It is
 // computed once, at parse time, so a router pays nothing per query for
 // it, and a topology without replica key ranges costs nothing at all.
 func (t *Topology) ReplicaReads() *Topology {
@@ -30,6 +32,15 @@ func replicaView(t *Topology, ps *problems) *Topology {
 			g.KeyRanges, g.ReplicaKeyRanges, changed = g.ReplicaKeyRanges, nil, true
 		}
 	}
+	for _, db := range d.Databases {
+		for _, s := range db.Schemas {
+			for name, tb := range s.Tables {
+				if tb.ReplicaReads != nil {
+					s.Tables[name], changed = *tb.ReplicaReads, true
+				}
+			}
+		}
+	}
 	if !changed {
 		return nil
 	}
@@ -42,7 +53,7 @@ func replicaView(t *Topology, ps *problems) *Topology {
 	if err != nil {
 		if ve, ok := err.(*ValidationError); ok {
 			for _, p := range ve.Problems {
-				ps.add(p.Path, "with replica_key_ranges for key_ranges (replica reads): %s", p.Reason)
+				ps.add(p.Path, "in the view of replica reads (replica_key_ranges and replica_reads in place): %s", p.Reason)
 			}
 			return nil
 		}

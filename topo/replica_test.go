@@ -93,7 +93,46 @@ func TestReplicaKeyRangesProblems(t *testing.T) {
 		  "replica_key_ranges": [{"shard_uid": "o1", "end": "80"}, {"shard_uid": "o2", "start": "80"}]}`, 1)
 	doc = strings.Replace(doc, `"tables": {"t": {"shard_group": "g"}}`, `"tables": {"t": {"shard_group": "g"}, "u": {"shard_group": "one"}}`, 1)
 	_, err := topo.Parse([]byte(doc))
-	if err == nil || !strings.Contains(err.Error(), "(replica reads)") || !strings.Contains(err.Error(), "neither it nor the table names a shard index") {
+	if err == nil || !strings.Contains(err.Error(), "in the view of replica reads") || !strings.Contains(err.Error(), "neither it nor the table names a shard index") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// withTableReplica is minimal with table t's replica reads bound to the
+// authoritative group, as a reads-first SwitchTraffic of a MoveTables of
+// t to main leaves it.
+var withTableReplica = strings.Replace(minimal, `"tables": {"t": {"shard_group": "g"}}`,
+	`"tables": {"t": {"shard_group": "g", "replica_reads": {"shard_group": "main"}}}`, 1)
+
+func TestTableReplicaReads(t *testing.T) {
+	top := mustParse(t, withTableReplica)
+	if !top.HasReplicaReads() {
+		t.Fatal("replica_reads not seen")
+	}
+	if got := top.Resolve("db", "public", "t").Describe(); got != "g{[,40)=a [40,80)=b [80,)=c} by h(xxhash(id))" {
+		t.Errorf("primary placement %s", got)
+	}
+	if got := top.ReplicaReads().Resolve("db", "public", "t").Describe(); got != "main{[,)=shard-0}" {
+		t.Errorf("replica placement %s", got)
+	}
+	doc, err := top.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := mustParse(t, string(doc)); !again.HasReplicaReads() || len(topo.Diff(top, again)) > 0 {
+		t.Errorf("round trip lost replica_reads: %s", doc)
+	}
+	if changes := topo.Diff(mustParse(t, minimal), top); len(changes) != 1 || changes[0].Table != "replica reads of db.public.t" {
+		t.Errorf("changes %v", changes)
+	}
+	for _, c := range []struct{ name, to, want string }{
+		{"unknown group", `"replica_reads": {"shard_group": "nope"}`, `databases.db.schemas.public.tables.t.shard_group: in the view of replica reads`},
+		{"nested", `"replica_reads": {"shard_group": "main", "replica_reads": {}}`, "tables.t.replica_reads.replica_reads: unknown key"},
+		{"not an object", `"replica_reads": "main"`, "tables.t.replica_reads: must be an object"},
+	} {
+		doc := strings.Replace(withTableReplica, `"replica_reads": {"shard_group": "main"}`, c.to, 1)
+		if _, err := topo.Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
 	}
 }

@@ -121,8 +121,14 @@ type Table struct {
 	ShardGroup            string
 	ShardIndex            string
 	AlternateShardIndexes []string
+	// ReplicaReads, when set, is the binding replica reads (sessions with
+	// tessera.target = replica) of the table route by instead of this
+	// one: a MoveTables' reads-first SwitchTraffic sets it to the
+	// table's binding in the target group. Usually nil.
+	ReplicaReads *Table
 
-	placement *Placement
+	placement  *Placement
+	replicaDoc any // ReplicaReads as decoded JSON, until parsed
 }
 
 // ReferenceTable is a table copied in full to every shard of its groups.
