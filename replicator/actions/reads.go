@@ -13,7 +13,8 @@ import (
 
 // SwitchReplicaReads is a reads-first SwitchTraffic's topology change, or
 // its undo: it sets the group's replica key ranges to the targets' (On)
-// or removes them, so that replica sessions' statements on the group's
+// or removes them (a MoveTables' plan: its tables' replica_reads bindings,
+// switchTableReads), so that replica sessions' statements on the group's
 // tables route to the targets' replicas while primary reads and writes
 // stay on the sources. Like SwitchTopology it is a compare-and-swap on
 // the revision it reads, forced past the placement guard (which refuses
@@ -26,8 +27,11 @@ import (
 // refused (55000) while a target has no live replica sidecar.
 func (a *Actions) SwitchReplicaReads(ctx context.Context, in workflows.ReadsInput) (workflows.SwitchTopologyResult, error) {
 	plan := in.Plan
+	if plan.Imports() {
+		return workflows.SwitchTopologyResult{}, refuse(pgerr.FeatureNotSupported, "an import's source has no replicas the routers know: it switches reads and writes together")
+	}
 	if plan.MovesTables() {
-		return workflows.SwitchTopologyResult{}, refuse(pgerr.FeatureNotSupported, "MoveTables switches reads and writes together")
+		return a.switchTableReads(ctx, in)
 	}
 	snap, err := a.Store.GetTopology(ctx)
 	if err != nil {

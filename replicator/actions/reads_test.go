@@ -1,10 +1,13 @@
 package actions
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/topo"
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/topo/store/etcdembed"
 	"github.com/tesseradb/tessera/workflows"
@@ -102,5 +105,79 @@ func TestSwitchReplicaReads(t *testing.T) {
 	// With writes switched there are no reads to switch apart.
 	if _, err := a.SwitchReplicaReads(ctx, on); sqlState(err) != pgerr.ObjectNotInPrerequisiteState {
 		t.Errorf("reads switch after the writes': %v", err)
+	}
+}
+
+// TestSwitchTableReplicaReads: a MoveTables' reads switch gives its
+// tables replica_reads bindings in the target group — a table that
+// inherited its placement gets an entry of its own that keeps it —
+// switching off restores the entries the plan read exactly, and the
+// writes' switch leaves no replica_reads behind.
+func TestSwitchTableReplicaReads(t *testing.T) {
+	ctx := testCtx(t)
+	st, err := store.Dial(ctx, etcdembed.Start(t), "tablereads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// orders has an entry of its own, customers inherits data.
+	top, err := topo.Parse([]byte(strings.Replace(moveTopology, `"tables": {"notes": {"shard_group": "main"}}`,
+		`"tables": {"notes": {"shard_group": "main"}, "orders": {"shard_group": "data"}}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyTopology(ctx, top, store.ApplyOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	a := &Actions{Store: st}
+	plan, err := planMove(top, moveInput([]string{"public.orders", "public.customers"}, "archive"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := workflows.ReadsInput{Plan: plan, On: true}
+	if _, err := a.SwitchReplicaReads(ctx, on); sqlState(err) != pgerr.ObjectNotInPrerequisiteState {
+		t.Fatalf("reads switch without a replica on a1: %v", err)
+	}
+	reg, err := st.Register(ctx, store.Record{Kind: store.KindSidecar, ID: "a1-r", ShardUID: "a1", InstanceID: "a1-r",
+		Role: store.RoleReplica, GRPCAddr: "127.0.0.1:1"}, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(ctx)
+	if _, err := a.SwitchReplicaReads(ctx, on); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := st.GetTopology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"orders", "customers"} {
+		primary := "data{[,80)=s1 [80,)=s2} by customer_xx(xxhash(customer_id))"
+		if got := snap.Topology.Resolve("shop", "public", table).Describe(); got != primary {
+			t.Errorf("%s's primary placement after the reads switch: %s", table, got)
+		}
+		if got := snap.Topology.ReplicaReads().Resolve("shop", "public", table).Describe(); got != "archive{[,)=a1}" {
+			t.Errorf("%s's replica placement after the reads switch: %s", table, got)
+		}
+	}
+	if _, err := a.SwitchReplicaReads(ctx, workflows.ReadsInput{Plan: plan}); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = st.GetTopology(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(top)
+	if got, _ := json.Marshal(snap.Topology); string(got) != string(want) {
+		t.Errorf("switching reads back did not restore the topology:\n%s\nwant\n%s", got, want)
+	}
+	if _, err := a.SwitchReplicaReads(ctx, on); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SwitchTopology(ctx, workflows.CutoverInput{Plan: plan}); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = st.GetTopology(ctx); err != nil || snap.Topology.HasReplicaReads() ||
+		snap.Topology.Resolve("shop", "public", "orders").Describe() != "archive{[,)=a1}" {
+		t.Fatalf("after the writes' switch: %v", err)
 	}
 }
