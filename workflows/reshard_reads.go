@@ -12,7 +12,8 @@ import (
 
 // A reads-first SwitchTraffic: {"traffic":"reads"} moves only the group's
 // replica reads to the targets, by the group's replica key ranges in the
-// topology (SwitchReplicaReads), as Vitess switches replica and rdonly
+// topology (a MoveTables': its tables' replica_reads bindings;
+// SwitchReplicaReads), as Vitess switches replica and rdonly
 // reads before primary writes. Nothing is fenced or buffered: the sources
 // keep every write and primary read, and the forward streams keep the
 // targets (and so their replicas) current. The phase stays
@@ -50,8 +51,8 @@ func (r *reshard) trafficAllowed(name string, in TrafficInput) error {
 	if err := r.allowed(name, PhaseReadyForCutover); err != nil {
 		return err
 	}
-	if r.plan.MovesTables() || r.plan.Imports() {
-		return temporal.NewNonRetryableApplicationError("MoveTables switches a table's reads and writes together: SwitchTraffic without traffic reads",
+	if r.plan.Imports() {
+		return temporal.NewNonRetryableApplicationError("an import's source has no replicas the routers know: it switches reads and writes together (SwitchTraffic without traffic reads)",
 			pgerr.FeatureNotSupported, nil)
 	}
 	switch on := r.prog.ReadsSwitched != nil; {

@@ -26,7 +26,7 @@ const (
 	// targets: allowed in phase ready_for_cutover, it returns once the
 	// topology is switched, or with why nothing changed. Its optional
 	// TrafficInput {"traffic":"reads"} moves only replica reads, ahead
-	// of the writes (a Reshard's, not a MoveTables').
+	// of the writes (not an import's).
 	SwitchTrafficUpdate = "SwitchTraffic"
 	// ReverseTrafficUpdate moves a switched group back to the sources,
 	// the cutover's mirror: the forward streams run again from their
