@@ -16,6 +16,13 @@ import (
 // on the other shard of each range, as a reads-first SwitchTraffic of a
 // reshard onto them would leave it.
 func withReplicaProbe(t *testing.T, base *topo.Topology, swapped bool) *topo.Topology {
+	return withReplicaProbeEntry(t, base, swapped, nil)
+}
+
+// withReplicaProbeEntry is withReplicaProbe with, when replicaReads is
+// set, that replica_reads binding on the probe table, as a MoveTables'
+// reads-first SwitchTraffic leaves it.
+func withReplicaProbeEntry(t *testing.T, base *topo.Topology, swapped bool, replicaReads map[string]any) *topo.Topology {
 	t.Helper()
 	raw, err := json.Marshal(base)
 	if err != nil {
@@ -27,6 +34,9 @@ func withReplicaProbe(t *testing.T, base *topo.Topology, swapped bool) *topo.Top
 	}
 	tables := doc["databases"].(map[string]any)["store"].(map[string]any)["schemas"].(map[string]any)["public"].(map[string]any)["tables"].(map[string]any)
 	tables["replica_probe"] = map[string]any{"shard_group": "customer_data"}
+	if replicaReads != nil {
+		tables["replica_probe"] = map[string]any{"shard_group": "customer_data", "replica_reads": replicaReads}
+	}
 	if swapped {
 		for _, g := range doc["shard_groups"].([]any) {
 			if g := g.(map[string]any); g["uid"] == "customer_data" {
@@ -129,6 +139,16 @@ func TestReplicaReadsFollowReplicaKeyRanges(t *testing.T) {
 	applyTopology(t, withReplicaProbe(t, base, false))
 	if n := byKey(t, replica, rows, pgx.QueryExecModeCacheStatement); n != rows {
 		t.Errorf("replica reads put back: %d of %d rows by key", n, rows)
+	}
+
+	// A table's own replica_reads binding: its replica reads go to the
+	// authoritative group, whose shard has the table empty.
+	applyTopology(t, withReplicaProbeEntry(t, base, false, map[string]any{"shard_group": "main"}))
+	if err := replica.QueryRow(ctx, "SELECT count(*) FROM replica_probe").Scan(&n); err != nil || n != 0 {
+		t.Errorf("replica count under the table's replica_reads: %d, %v (want 0: read on shard-0)", n, err)
+	}
+	if n := byKey(t, primary, rows, pgx.QueryExecModeCacheStatement); n != rows {
+		t.Errorf("primary reads under the table's replica_reads: %d of %d rows by key", n, rows)
 	}
 }
 
