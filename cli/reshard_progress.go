@@ -72,7 +72,8 @@ func reshardProgress(ctx context.Context, c client.Client, id, runID string) (re
 	return p, nil
 }
 
-// line is the one-line progress: phase, rows copied, lag, last VDiff.
+// line is the one-line progress: phase, rows copied, lag, last VDiff,
+// and whether replica reads alone are switched.
 func (p reshardLive) line() string {
 	var copied int64
 	for _, n := range p.Copied {
@@ -90,6 +91,9 @@ func (p reshardLive) line() string {
 		}
 	}
 	s := fmt.Sprintf("phase %s | rows copied %d | lag %s | VDiff %s", p.Phase, copied+p.copying, lag, diffLine(p.LastDiff))
+	if r := p.ReadsSwitched; r != nil {
+		s += fmt.Sprintf(" | replica reads switched (revision %d)", r.Revision)
+	}
 	if p.Error != "" {
 		s += " | error: " + p.Error
 	}

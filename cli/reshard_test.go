@@ -142,3 +142,16 @@ func TestLiveLineOnTerminal(t *testing.T) {
 		t.Error("a buffer taken for a terminal")
 	}
 }
+
+// TestProgressLineShowsReadsSwitched: the progress line says when replica
+// reads alone are switched, and nothing of it otherwise.
+func TestProgressLineShowsReadsSwitched(t *testing.T) {
+	p := reshardLive{ReshardProgress: workflows.ReshardProgress{Phase: workflows.PhaseReadyForCutover}}
+	if l := p.line(); strings.Contains(l, "reads") {
+		t.Fatalf("line without a reads switch: %s", l)
+	}
+	p.ReadsSwitched = &workflows.ReadsSwitch{Revision: 9}
+	if l := p.line(); !strings.HasSuffix(l, " | replica reads switched (revision 9)") {
+		t.Fatalf("line with reads switched: %s", l)
+	}
+}
