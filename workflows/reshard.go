@@ -275,15 +275,15 @@ func (r *reshard) ready(ctx workflow.Context) error {
 		if err != nil {
 			return err
 		}
-		if requested && r.wantReads {
-			r.reply = r.switchReads(ctx, r.want == SwitchTrafficUpdate)
-			r.want, r.wantReads = "", false
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			continue
-		}
 		if requested {
+			if r.wantReads {
+				r.reply = r.switchReads(ctx, r.want == SwitchTrafficUpdate)
+				r.want, r.wantReads = "", false
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				continue
+			}
 			r.reply = r.cutover(ctx, r.plan)
 			r.want = ""
 			if r.switchedNow() {
