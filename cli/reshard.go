@@ -17,20 +17,23 @@ import (
 
 // reshardFlags are `tessera reshard`'s own flags.
 type reshardFlags struct {
-	temporal       temporalFlags
-	database       string
-	group          string
-	targets        []string
-	inputFile      string
-	maxLag         int64
-	queue          string
-	switchTraffic  bool
+	temporal      temporalFlags
+	database      string
+	group         string
+	targets       []string
+	inputFile     string
+	maxLag        int64
+	queue         string
+	switchTraffic bool
+	cancel        bool
+	wait          bool
+	asJSON        bool
+
+	// The other updates of a running reshard; reads makes SwitchTraffic
+	// and ReverseTraffic move replica reads only.
 	reverseTraffic bool
 	complete       bool
 	reads          bool
-	cancel         bool
-	wait           bool
-	asJSON         bool
 }
 
 // acting says whether the command acts on a running reshard.

@@ -91,11 +91,11 @@ func (p reshardLive) line() string {
 		}
 	}
 	s := fmt.Sprintf("phase %s | rows copied %d | lag %s | VDiff %s", p.Phase, copied+p.copying, lag, diffLine(p.LastDiff))
-	if r := p.ReadsSwitched; r != nil {
-		s += fmt.Sprintf(" | replica reads switched (revision %d)", r.Revision)
-	}
 	if p.Error != "" {
 		s += " | error: " + p.Error
+	}
+	if r := p.ReadsSwitched; r != nil {
+		s += fmt.Sprintf(" | replica reads switched (revision %d)", r.Revision)
 	}
 	return s
 }

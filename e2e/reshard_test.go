@@ -147,13 +147,12 @@ func TestReshardOnRealTemporal(t *testing.T) {
 		t.Fatalf("progress %+v", prog)
 	}
 
+	// The cutover, with the writer still writing.
 	// Replica reads first: refused while the targets have no replica,
 	// switched once each has one. Discovery records are all the activity
 	// reads of replicas (TestReshardSwitchReadsThenWrites routes real
 	// reads to a real one); the writer goes on.
 	switchReadsFirst(t, ctx, st, run.GetID())
-
-	// The cutover, with the writer still writing.
 	switchStart := time.Now()
 	cutoverUpdate(t, ctx, run.GetID(), workflows.SwitchTrafficUpdate)
 	t.Logf("SwitchTraffic returned after %s", time.Since(switchStart))
