@@ -28,6 +28,7 @@ type moveTablesFlags struct {
 	switchTraffic  bool
 	reverseTraffic bool
 	complete       bool
+	reads          bool
 	cancel         bool
 	wait           bool
 	asJSON         bool
@@ -55,7 +56,10 @@ If the move into the group already runs, this command follows it. With
 import fences the external tables: the application then goes through a
 router), --reverse-traffic moves them back (not for an import), --complete ends a switched move and drops
 the tables from the source group's shards, --cancel stops a move that has not
-switched and drops what it created on every instance.`,
+switched and drops what it created on every instance. --switch-traffic --reads
+moves only replica reads (sessions with SET tessera.target = 'replica') of the
+tables to the target group, ahead of the writes (not for an import);
+--reverse-traffic --reads puts them back.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, err := f.input()
@@ -69,11 +73,19 @@ switched and drops what it created on every instance.`,
 				return err
 			}
 			defer c.Close()
+			traffic := workflows.TrafficInput{}
+			if f.reads {
+				traffic.Traffic = workflows.TrafficReads
+			}
 			switch {
+			case f.switchTraffic && f.reads:
+				return sendUpdate(cmd, c, id, workflows.SwitchTrafficUpdate, "replica reads switched to "+in.TargetShardGroup+"; writes stay on the source group", traffic)
 			case f.switchTraffic:
-				return sendUpdate(cmd, c, id, workflows.SwitchTrafficUpdate, "traffic switched to "+in.TargetShardGroup)
+				return sendUpdate(cmd, c, id, workflows.SwitchTrafficUpdate, "traffic switched to "+in.TargetShardGroup, traffic)
+			case f.reverseTraffic && f.reads:
+				return sendUpdate(cmd, c, id, workflows.ReverseTrafficUpdate, "replica reads back on the source group", traffic)
 			case f.reverseTraffic:
-				return sendUpdate(cmd, c, id, workflows.ReverseTrafficUpdate, "traffic moved back to the source group")
+				return sendUpdate(cmd, c, id, workflows.ReverseTrafficUpdate, "traffic moved back to the source group", traffic)
 			case f.complete:
 				return sendUpdate(cmd, c, id, workflows.CompleteUpdate, "completed: the tables are dropped from the source group")
 			case f.cancel:
@@ -113,6 +125,7 @@ switched and drops what it created on every instance.`,
 	fl.StringVar(&f.queue, "task-queue", workflows.TaskQueue, "the task queue of the workers that run it")
 	fl.BoolVar(&f.switchTraffic, "switch-traffic", false, "ask the running move for its cutover to the target group")
 	fl.BoolVar(&f.reverseTraffic, "reverse-traffic", false, "move a switched move's traffic back to the source group")
+	fl.BoolVar(&f.reads, "reads", false, "with --switch-traffic or --reverse-traffic: move only replica reads (tessera.target = replica)")
 	fl.BoolVar(&f.complete, "complete", false, "end a switched move: drop the tables from the source group and what the move made")
 	fl.BoolVar(&f.cancel, "cancel", false, "cancel the running move: its streams stop and what it created is dropped")
 	fl.BoolVar(&f.wait, "wait", true, "show the progress until the move is ready for the cutover or ends; --wait=false only starts it")
@@ -167,18 +180,21 @@ func (f *moveTablesFlags) input() (workflows.MoveTablesInput, error) {
 	if in.Database == "" || in.TargetShardGroup == "" {
 		return in, pgerr.New(pgerr.InvalidParameterValue, "--database and --target-shard-group (or an --input file naming them) are required")
 	}
+	if f.reads && !f.switchTraffic && !f.reverseTraffic {
+		return in, pgerr.New(pgerr.InvalidParameterValue, "--reads goes with --switch-traffic or --reverse-traffic")
+	}
 	if len(in.Tables) == 0 && !f.acting() {
 		return in, pgerr.New(pgerr.InvalidParameterValue, "at least one --table (or an --input file with tables) is required")
 	}
 	return in, nil
 }
 
-// sendUpdate sends one of a data movement's updates and waits for its
-// answer.
-func sendUpdate(cmd *cobra.Command, c client.Client, id, update, done string) error {
+// sendUpdate sends one of a data movement's updates, with its arguments,
+// and waits for its answer.
+func sendUpdate(cmd *cobra.Command, c client.Client, id, update, done string, args ...any) error {
 	ctx := cmd.Context()
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: id, UpdateName: update, WaitForStage: client.WorkflowUpdateStageCompleted,
+		WorkflowID: id, UpdateName: update, WaitForStage: client.WorkflowUpdateStageCompleted, Args: args,
 	})
 	if err == nil {
 		err = h.Get(ctx, nil)

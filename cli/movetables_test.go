@@ -45,6 +45,8 @@ func TestMoveTablesInput(t *testing.T) {
 		{[]string{"movetables", nowhere, "--table", "orders", "--target-shard-group", "archive"}, "--database and --target-shard-group (or an --input file naming them) are required (SQLSTATE 22023)"},
 		{[]string{"movetables", nowhere, "--database", "shop", "--target-shard-group", "archive"}, "at least one --table"},
 		{[]string{"movetables", nowhere, "--database", "shop", "--target-shard-group", "archive", "--complete", "--cancel"}, "none of the others can be"},
+		{[]string{"movetables", nowhere, "--database", "shop", "--target-shard-group", "archive", "--complete", "--reads"}, "--reads goes with --switch-traffic or --reverse-traffic (SQLSTATE 22023)"},
+		{[]string{"movetables", nowhere, "--database", "shop", "--target-shard-group", "archive", "--reverse-traffic", "--reads"}, "cannot reach Temporal"},
 		// Valid input: only then is Temporal reached.
 		{[]string{"movetables", nowhere, "--database", "shop", "--target-shard-group", "archive", "--complete"}, "cannot reach Temporal"},
 	} {

@@ -29,6 +29,17 @@ type reshardFlags struct {
 	cancel        bool
 	wait          bool
 	asJSON        bool
+
+	// The other updates of a running reshard; reads makes SwitchTraffic
+	// and ReverseTraffic move replica reads only.
+	reverseTraffic bool
+	complete       bool
+	reads          bool
+}
+
+// acting says whether the command acts on a running reshard.
+func (f *reshardFlags) acting() bool {
+	return f.switchTraffic || f.reverseTraffic || f.complete || f.cancel
 }
 
 func newReshardCommand() *cobra.Command {
@@ -47,9 +58,15 @@ shard key's hash as in the topology, an empty bound unbounded:
 --input reads a whole ReshardInput as JSON instead (docs/operations.md).
 
 If the group's reshard already runs, this command follows it. With
---switch-traffic or --cancel it acts on the running reshard instead:
---switch-traffic asks for the cutover (refused for now: the cutover is
-planned), --cancel stops it and drops what it created on every instance.
+--switch-traffic, --reverse-traffic, --complete or --cancel (and the same
+--database and --shard-group) it acts on the running reshard instead:
+--switch-traffic moves the group's reads and writes to the targets,
+--reverse-traffic moves them back, --complete ends a switched reshard and
+deletes the moved rows from the sources, --cancel stops a reshard that has
+not switched and drops what it created on every instance.
+--switch-traffic --reads moves only replica reads (sessions with
+SET tessera.target = 'replica') to the targets' replicas, ahead of the
+writes; --reverse-traffic --reads puts them back on the sources.
 Watch it in the Temporal UI too: the workflow list filters on
 TesseraPhase="ready_for_cutover".`,
 		Args: cobra.NoArgs,
@@ -65,9 +82,21 @@ TesseraPhase="ready_for_cutover".`,
 				return err
 			}
 			defer c.Close()
+			traffic := workflows.TrafficInput{}
+			if f.reads {
+				traffic.Traffic = workflows.TrafficReads
+			}
 			switch {
+			case f.switchTraffic && f.reads:
+				return sendUpdate(cmd, c, id, workflows.SwitchTrafficUpdate, "replica reads switched to the targets; writes stay on the sources", traffic)
 			case f.switchTraffic:
-				return switchTraffic(cmd, c, id)
+				return sendUpdate(cmd, c, id, workflows.SwitchTrafficUpdate, "traffic switched", traffic)
+			case f.reverseTraffic && f.reads:
+				return sendUpdate(cmd, c, id, workflows.ReverseTrafficUpdate, "replica reads back on the sources", traffic)
+			case f.reverseTraffic:
+				return sendUpdate(cmd, c, id, workflows.ReverseTrafficUpdate, "traffic moved back to the sources", traffic)
+			case f.complete:
+				return sendUpdate(cmd, c, id, workflows.CompleteUpdate, "completed")
 			case f.cancel:
 				return cancelReshard(cmd, c, id, f.wait)
 			}
@@ -95,11 +124,14 @@ TesseraPhase="ready_for_cutover".`,
 	fl.IntVar(&f.batchRows, "copy-batch-rows", 0, "rows per copy batch, 1 to 1000000 (default: the worker's, 10000)")
 	fl.Int64Var(&f.maxLag, "max-lag-bytes", 0, "the catch-up ends when every stream is within this many WAL bytes of its source (default 1 MiB)")
 	fl.StringVar(&f.queue, "task-queue", workflows.TaskQueue, "the task queue of the workers that run it")
-	fl.BoolVar(&f.switchTraffic, "switch-traffic", false, "ask the running reshard for its cutover (planned: refused for now)")
+	fl.BoolVar(&f.switchTraffic, "switch-traffic", false, "ask the running reshard for its cutover to the targets")
+	fl.BoolVar(&f.reverseTraffic, "reverse-traffic", false, "move a switched reshard's traffic back to the sources")
+	fl.BoolVar(&f.reads, "reads", false, "with --switch-traffic or --reverse-traffic: move only replica reads (tessera.target = replica)")
+	fl.BoolVar(&f.complete, "complete", false, "end a switched reshard: delete the moved rows from the sources and what the reshard made")
 	fl.BoolVar(&f.cancel, "cancel", false, "cancel the running reshard: its streams stop and what it created is dropped")
 	fl.BoolVar(&f.wait, "wait", true, "show the progress until the reshard is ready for the cutover or ends; --wait=false only starts it")
 	fl.BoolVar(&f.asJSON, "json", false, "print the last progress as JSON")
-	cmd.MarkFlagsMutuallyExclusive("switch-traffic", "cancel")
+	cmd.MarkFlagsMutuallyExclusive("switch-traffic", "reverse-traffic", "complete", "cancel")
 	cmd.MarkFlagsMutuallyExclusive("input", "target")
 	return cmd
 }
@@ -145,26 +177,13 @@ func (f *reshardFlags) input() (workflows.ReshardInput, error) {
 	if in.Database == "" || in.ShardGroup == "" {
 		return in, pgerr.New(pgerr.InvalidParameterValue, "--database and --shard-group (or an --input file naming them) are required")
 	}
-	if len(in.TargetKeyRanges) == 0 && !f.switchTraffic && !f.cancel {
+	if f.reads && !f.switchTraffic && !f.reverseTraffic {
+		return in, pgerr.New(pgerr.InvalidParameterValue, "--reads goes with --switch-traffic or --reverse-traffic")
+	}
+	if len(in.TargetKeyRanges) == 0 && !f.acting() {
 		return in, pgerr.New(pgerr.InvalidParameterValue, "at least one --target (or an --input file with target_key_ranges) is required")
 	}
 	return in, nil
-}
-
-// switchTraffic sends the SwitchTraffic update and waits for its answer.
-func switchTraffic(cmd *cobra.Command, c client.Client, id string) error {
-	ctx := cmd.Context()
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: id, UpdateName: workflows.SwitchTrafficUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		err = h.Get(ctx, nil)
-	}
-	if err != nil {
-		return workflowError(id, notFound(id, err))
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s: traffic switched\n", id)
-	return nil
 }
 
 // cancelReshard sends the Cancel signal and, with wait, waits for the
@@ -227,7 +246,7 @@ func printReshardOutcome(cmd *cobra.Command, id string, p workflows.ReshardProgr
 	switch p.Phase {
 	case workflows.PhaseReadyForCutover:
 		fmt.Fprintf(out, "%s is ready for the cutover, its streams running; last VDiff: %s\n", id, diffLine(p.LastDiff))
-		fmt.Fprintf(out, "next: tessera reshard --switch-traffic (the cutover is planned: refused for now) or --cancel, with the same --database and --shard-group\n")
+		fmt.Fprintf(out, "next: tessera reshard --switch-traffic [--reads] or --cancel, with the same --database and --shard-group\n")
 	default:
 		fmt.Fprintf(out, "%s: %s\n", id, p.Phase)
 	}

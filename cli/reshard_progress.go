@@ -79,7 +79,8 @@ func reshardProgress(ctx context.Context, c client.Client, id, runID string) (re
 	return p, nil
 }
 
-// line is the one-line progress: phase, rows copied, lag, last VDiff.
+// line is the one-line progress: phase, rows copied, lag, last VDiff,
+// and whether replica reads alone are switched.
 func (p reshardLive) line() string {
 	var copied int64
 	for _, n := range p.Copied {
@@ -111,6 +112,9 @@ func (p reshardLive) line() string {
 	s := fmt.Sprintf("phase %s | rows copied %s | lag %s | VDiff %s", p.Phase, rows, lag, vdiff)
 	if p.Error != "" {
 		s += " | error: " + p.Error
+	}
+	if r := p.ReadsSwitched; r != nil {
+		s += fmt.Sprintf(" | replica reads switched (revision %d)", r.Revision)
 	}
 	return s
 }

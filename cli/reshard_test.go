@@ -50,6 +50,10 @@ func TestReshardInput(t *testing.T) {
 		{[]string{"reshard", nowhere, "--input", typo}, `unknown field "shard_grop" (SQLSTATE 22023)`},
 		{[]string{"reshard", nowhere, "--input", filepath.Join(t.TempDir(), "none.json")}, "(SQLSTATE 58P01)"},
 		{[]string{"reshard", nowhere, "--database", "shop", "--shard-group", "data", "--cancel", "--switch-traffic"}, "none of the others can be"},
+		{[]string{"reshard", nowhere, "--database", "shop", "--shard-group", "data", "--complete", "--reverse-traffic"}, "none of the others can be"},
+		{[]string{"reshard", nowhere, "--database", "shop", "--shard-group", "data", "--reads"}, "--reads goes with --switch-traffic or --reverse-traffic (SQLSTATE 22023)"},
+		{[]string{"reshard", nowhere, "--database", "shop", "--shard-group", "data", "--cancel", "--reads"}, "--reads goes with --switch-traffic or --reverse-traffic"},
+		{[]string{"reshard", nowhere, "--database", "shop", "--shard-group", "data", "--switch-traffic", "--reads"}, "cannot reach Temporal"},
 		{[]string{"vdiff", nowhere, "--database", "shop"}, "--database and --shard-group are required (SQLSTATE 22023)"},
 		{[]string{"workflow", "show", nowhere}, "accepts 1 arg(s)"},
 		// Valid input: only then is Temporal reached.
@@ -136,5 +140,18 @@ func TestLiveLineOnTerminal(t *testing.T) {
 	}
 	if newLiveLine(&out).tty {
 		t.Error("a buffer taken for a terminal")
+	}
+}
+
+// TestProgressLineShowsReadsSwitched: the progress line says when replica
+// reads alone are switched, and nothing of it otherwise.
+func TestProgressLineShowsReadsSwitched(t *testing.T) {
+	p := reshardLive{ReshardProgress: workflows.ReshardProgress{Phase: workflows.PhaseReadyForCutover}}
+	if l := p.line(); strings.Contains(l, "reads") {
+		t.Fatalf("line without a reads switch: %s", l)
+	}
+	p.ReadsSwitched = &workflows.ReadsSwitch{Revision: 9}
+	if l := p.line(); !strings.HasSuffix(l, " | replica reads switched (revision 9)") {
+		t.Fatalf("line with reads switched: %s", l)
 	}
 }

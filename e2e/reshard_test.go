@@ -46,7 +46,8 @@ const reshardTopology = `{
 // server with the Replicator's real activities against real Postgres (a
 // Postgres of its own; each shard is a database of it) and a topology
 // service of its own in the cluster's etcd: copy, catch-up under writes,
-// VDiff, SwitchTraffic while a writer writes directly on the source (every
+// VDiff, SwitchTraffic of replica reads (refused until the targets have a
+// replica), SwitchTraffic while a writer writes directly on the source (every
 // acknowledged write ends up on the target shard its key routes to, the
 // fenced source refuses writes with 25006), ReverseTraffic and
 // SwitchTraffic again (writes made on either side meanwhile are carried
@@ -158,9 +159,20 @@ func TestReshardOnRealTemporal(t *testing.T) {
 	}
 
 	// The cutover, with the writer still writing.
+	// Replica reads first: refused while the targets have no replica,
+	// switched once each has one. Discovery records are all the activity
+	// reads of replicas (TestReshardSwitchReadsThenWrites routes real
+	// reads to a real one); the writer goes on.
+	switchReadsFirst(t, ctx, st, run.GetID())
 	switchStart := time.Now()
 	cutoverUpdate(t, ctx, run.GetID(), workflows.SwitchTrafficUpdate)
 	t.Logf("SwitchTraffic returned after %s", time.Since(switchStart))
+	if snap, err := st.GetTopology(ctx); err != nil || snap.Topology.HasReplicaReads() {
+		t.Fatalf("the writes' switch left replica key ranges: %v", err)
+	}
+	if p := reshardProgress(t, ctx, run.GetID()); p.ReadsSwitched != nil {
+		t.Fatalf("progress after the writes' switch: %+v", p)
+	}
 	select {
 	case err := <-writerDone:
 		var pgErr *pgconn.PgError

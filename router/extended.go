@@ -18,8 +18,10 @@ type prepared struct {
 	sql  string
 	oids []uint32
 	stmt *plannedStmt
-	// revision is the topology's that stmt was planned with.
+	// revision is the topology's that stmt was planned with, and
+	// replica whether by its replica reads (clientConn.view).
 	revision int64
+	replica  bool
 	proto    *pb.PreparedStatement // nil for the unnamed statement
 	named    *pb.PreparedStatement // the unnamed one's content name, made when needed
 	// ownShards: the shards whose pinned backend has the statement under
@@ -147,7 +149,7 @@ func (c *clientConn) parse(msg []byte) error {
 	for i := range oids {
 		oids[i] = binary.BigEndian.Uint32(msg[off+4*i:])
 	}
-	stmts, revision, err := c.plan(sql, oids)
+	stmts, revision, replica, err := c.planView(sql, oids)
 	if pgerr.Code(err) == "42601" {
 		// Postgres reports the syntax error itself, in its place in the
 		// batch, with its position.
@@ -165,7 +167,7 @@ func (c *clientConn) parse(msg []byte) error {
 	if len(stmts) > 1 {
 		return pgerr.New("42601", "cannot insert multiple commands into a prepared statement")
 	}
-	p := &prepared{sql: sql, oids: oids, revision: revision}
+	p := &prepared{sql: sql, oids: oids, revision: revision, replica: replica}
 	if len(stmts) == 1 {
 		p.stmt = stmts[0]
 	}
@@ -407,19 +409,24 @@ func (c *clientConn) bind(msg []byte) error {
 	return nil
 }
 
-// current plans p again when the topology changed since it was planned:
-// a prepared statement outlives topologies, and a cutover moves tables.
+// current plans p again when the topology changed since it was planned
+// (a prepared statement outlives topologies, and a cutover moves tables),
+// or when the session's target moved it to or from the replica reads'
+// view.
 func (c *clientConn) current(p *prepared) error {
 	snap := c.srv.topo.Current()
-	if p.stmt == nil || snap == nil || snap.Revision == p.revision {
+	if p.stmt == nil || snap == nil {
 		return nil
 	}
-	stmts, revision, err := c.plan(p.sql, p.oids)
+	if _, replica := c.view(snap.Topology); snap.Revision == p.revision && replica == p.replica {
+		return nil
+	}
+	stmts, revision, replica, err := c.planView(p.sql, p.oids)
 	if err != nil {
 		return err
 	}
 	if len(stmts) == 1 {
-		p.stmt, p.revision = stmts[0], revision
+		p.stmt, p.revision, p.replica = stmts[0], revision, replica
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/router/planner"
+	"github.com/tesseradb/tessera/topo"
 )
 
 // plannedStmt is one statement's cached plan.
@@ -15,19 +16,40 @@ type plannedStmt = planner.Statement
 // plan plans the statements of sql against the current topology, and
 // says which revision of it that was.
 func (c *clientConn) plan(sql string, oids []uint32) ([]*plannedStmt, int64, error) {
+	stmts, revision, _, err := c.planView(sql, oids)
+	return stmts, revision, err
+}
+
+// planView is plan that also says whether the statements were planned by
+// the topology's replica reads (topo.Topology.ReplicaReads): a replica
+// session's are while a data movement has switched its reads only.
+func (c *clientConn) planView(sql string, oids []uint32) ([]*plannedStmt, int64, bool, error) {
 	snap := c.srv.topo.Current()
 	if snap == nil {
-		return nil, 0, pgerr.New(pgerr.ConfigFileError, "no data topology is stored")
+		return nil, 0, false, pgerr.New(pgerr.ConfigFileError, "no data topology is stored")
 	}
-	stmts, err := c.srv.planner.Plan(snap.Topology, snap.Revision, c.srv.schema, planner.Input{
+	top, replica := c.view(snap.Topology)
+	stmts, err := c.srv.planner.Plan(top, snap.Revision, c.srv.schema, planner.Input{
 		SQL:        sql,
 		Database:   c.database,
 		SearchPath: c.searchPath(snap.Revision),
 		ParamOIDs:  oids,
 		// A snapshot of the catalog cannot see the transaction's DDL.
 		UncommittedDDL: c.tx.ddl,
+		ReplicaReads:   replica,
 	})
-	return stmts, snap.Revision, err
+	return stmts, snap.Revision, replica, err
+}
+
+// view is the topology the session's statements route by: its replica
+// reads' for a replica session when some group's replica reads are
+// switched (replica is then true), else top. Without replica key ranges
+// this is one pointer test.
+func (c *clientConn) view(top *topo.Topology) (_ *topo.Topology, replica bool) {
+	if top.HasReplicaReads() && c.settings.replica() {
+		return top.ReplicaReads(), true
+	}
+	return top, false
 }
 
 // searchPath is the session's search_path. "$user" counts only when the

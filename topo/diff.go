@@ -22,11 +22,24 @@ func (c Change) String() string { return fmt.Sprintf("%s: %s -> %s", c.Table, c.
 // alternates, or different key ranges in its group. Applying a topology
 // with changes moves rows' homes without moving the rows, so the topology
 // service refuses it unless forced by a data-movement workflow.
+//
+// Replica reads count too: where a group's replica key ranges
+// (ReplicaReads) differ, the tables' changes are listed again with the
+// prefix "replica reads of ", so that only a data-movement workflow moves
+// replica reads either.
 func Diff(old, new *Topology) []Change {
+	out := diff(old, new, "")
+	if old.replica != nil || new.replica != nil {
+		out = append(out, diff(old.ReplicaReads(), new.ReplicaReads(), "replica reads of ")...)
+	}
+	return out
+}
+
+func diff(old, new *Topology, prefix string) []Change {
 	var out []Change
 	seen := map[string]bool{}
 	check := func(db, schema, table string) {
-		name := db + "." + schema + "." + table
+		name := prefix + db + "." + schema + "." + table
 		if seen[name] {
 			return
 		}

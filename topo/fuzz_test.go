@@ -20,6 +20,8 @@ func FuzzParse(f *testing.F) {
 		}
 	}
 	f.Add([]byte(minimal))
+	f.Add([]byte(withReplica))
+	f.Add([]byte(withTableReplica))
 	f.Add([]byte(`{"authoritative_shard_group":"m","shard_groups":[{"uid":"m","key_ranges":[{"shard_uid":"s","start":"","end":""}]}]}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		top, err := topo.Parse(doc)

@@ -54,18 +54,24 @@ func (r KeyRange) String() string {
 // checkRanges decodes a group's key ranges and checks that they cover the
 // routing space exactly once, filling g.byStart and g.starts.
 func checkRanges(path string, g *ShardGroup, ps *problems) {
-	rpath := join(path, "key_ranges")
-	if len(g.KeyRanges) == 0 {
+	g.byStart, g.starts = coverage(join(path, "key_ranges"), g.KeyRanges, ps)
+}
+
+// coverage decodes the bounds of ranges (at rpath) and checks that they
+// cover the routing space exactly once; it returns them sorted by start,
+// with their starts, or nothing when they do not.
+func coverage(rpath string, ranges []KeyRange, ps *problems) (byStart []KeyRange, starts []uint64) {
+	if len(ranges) == 0 {
 		ps.add(rpath, "a shard group needs at least one key range")
-		return
+		return nil, nil
 	}
 	type indexed struct {
 		KeyRange
 		i int
 	}
 	var valid []indexed
-	for i := range g.KeyRanges {
-		r := &g.KeyRanges[i]
+	for i := range ranges {
+		r := &ranges[i]
 		p := index(rpath, i)
 		ok := true
 		if r.ShardUID == "" {
@@ -91,8 +97,8 @@ func checkRanges(path string, g *ShardGroup, ps *problems) {
 			valid = append(valid, indexed{*r, i})
 		}
 	}
-	if len(valid) < len(g.KeyRanges) {
-		return
+	if len(valid) < len(ranges) {
+		return nil, nil
 	}
 	sort.SliceStable(valid, func(a, b int) bool { return valid[a].start < valid[b].start })
 	var cursor uint64 // every key below cursor is covered
@@ -121,10 +127,11 @@ func checkRanges(path string, g *ShardGroup, ps *problems) {
 		bad = true
 	}
 	if bad {
-		return
+		return nil, nil
 	}
 	for _, r := range valid {
-		g.byStart = append(g.byStart, r.KeyRange)
-		g.starts = append(g.starts, r.start)
+		byStart = append(byStart, r.KeyRange)
+		starts = append(starts, r.start)
 	}
+	return byStart, starts
 }

@@ -25,6 +25,7 @@ type (
 		UID               string     `json:"uid"`
 		DefaultShardIndex string     `json:"default_shard_index,omitempty"`
 		KeyRanges         []docRange `json:"key_ranges"`
+		ReplicaKeyRanges  []docRange `json:"replica_key_ranges,omitempty"`
 	}
 	docRange struct {
 		ShardUID string `json:"shard_uid"`
@@ -41,18 +42,32 @@ type (
 		ReferenceTables   map[string]docReferenceTable `json:"reference_tables,omitempty"`
 	}
 	docTable struct {
-		ShardGroup            string   `json:"shard_group,omitempty"`
-		ShardIndex            string   `json:"shard_index,omitempty"`
-		AlternateShardIndexes []string `json:"alternate_shard_indexes,omitempty"`
+		ShardGroup            string    `json:"shard_group,omitempty"`
+		ShardIndex            string    `json:"shard_index,omitempty"`
+		AlternateShardIndexes []string  `json:"alternate_shard_indexes,omitempty"`
+		ReplicaReads          *docTable `json:"replica_reads,omitempty"`
 	}
 	docReferenceTable struct {
 		ShardGroups []string `json:"shard_groups"`
 	}
 )
 
+func docRanges(ranges []KeyRange) []docRange {
+	var out []docRange
+	for _, r := range ranges {
+		out = append(out, docRange{ShardUID: r.ShardUID, Start: r.Start, End: r.End})
+	}
+	return out
+}
+
 // MarshalJSON writes the topology as a document Parse accepts, with keys
 // in a fixed order, so equal topologies give equal bytes.
 func (t *Topology) MarshalJSON() ([]byte, error) {
+	return json.MarshalIndent(t.doc(), "", "  ")
+}
+
+// doc is the topology's document form.
+func (t *Topology) doc() docTopology {
 	d := docTopology{
 		AuthoritativeShardGroup: t.AuthoritativeShardGroup,
 		DefaultShardGroup:       t.DefaultShardGroup,
@@ -68,9 +83,8 @@ func (t *Topology) MarshalJSON() ([]byte, error) {
 	}
 	for _, g := range t.ShardGroups {
 		dg := docGroup{UID: g.UID, DefaultShardIndex: g.DefaultShardIndex}
-		for _, r := range g.KeyRanges {
-			dg.KeyRanges = append(dg.KeyRanges, docRange{ShardUID: r.ShardUID, Start: r.Start, End: r.End})
-		}
+		dg.KeyRanges = docRanges(g.KeyRanges)
+		dg.ReplicaKeyRanges = docRanges(g.ReplicaKeyRanges)
 		d.ShardGroups = append(d.ShardGroups, dg)
 	}
 	for dbName, db := range t.Databases {
@@ -78,7 +92,11 @@ func (t *Topology) MarshalJSON() ([]byte, error) {
 		for sName, s := range db.Schemas {
 			ds := docSchema{DefaultShardGroup: s.DefaultShardGroup, Tables: map[string]docTable{}, ReferenceTables: map[string]docReferenceTable{}}
 			for tName, tb := range s.Tables {
-				ds.Tables[tName] = docTable{ShardGroup: tb.ShardGroup, ShardIndex: tb.ShardIndex, AlternateShardIndexes: tb.AlternateShardIndexes}
+				dt := docTable{ShardGroup: tb.ShardGroup, ShardIndex: tb.ShardIndex, AlternateShardIndexes: tb.AlternateShardIndexes}
+				if r := tb.ReplicaReads; r != nil {
+					dt.ReplicaReads = &docTable{ShardGroup: r.ShardGroup, ShardIndex: r.ShardIndex, AlternateShardIndexes: r.AlternateShardIndexes}
+				}
+				ds.Tables[tName] = dt
 			}
 			for rName, r := range s.ReferenceTables {
 				ds.ReferenceTables[rName] = docReferenceTable{ShardGroups: r.ShardGroups}
@@ -87,5 +105,5 @@ func (t *Topology) MarshalJSON() ([]byte, error) {
 		}
 		d.Databases[dbName] = dd
 	}
-	return json.MarshalIndent(d, "", "  ")
+	return d
 }

@@ -34,6 +34,9 @@ func Parse(doc []byte) (*Topology, error) {
 	d := decoder{ps: &ps}
 	t := d.topology(tree)
 	validate(t, &ps)
+	if len(ps.list) == 0 {
+		t.replica = replicaView(t, &ps)
+	}
 	if len(ps.list) > 0 {
 		return nil, ps.err()
 	}
@@ -192,14 +195,20 @@ func (d decoder) shardIndex(path, name string, v any) *ShardIndex {
 
 func (d decoder) shardGroup(path string, v any) *ShardGroup {
 	g := &ShardGroup{}
-	m := d.object(path, v, "uid", "default_shard_index", "key_ranges")
+	m := d.object(path, v, "uid", "default_shard_index", "key_ranges", "replica_key_ranges")
 	if m == nil {
 		return g
 	}
 	g.UID = d.str(join(path, "uid"), m["uid"])
 	g.DefaultShardIndex = d.str(join(path, "default_shard_index"), m["default_shard_index"])
-	rpath := join(path, "key_ranges")
-	for i, r := range d.array(rpath, m["key_ranges"]) {
+	g.KeyRanges = d.keyRanges(join(path, "key_ranges"), m["key_ranges"])
+	g.ReplicaKeyRanges = d.keyRanges(join(path, "replica_key_ranges"), m["replica_key_ranges"])
+	return g
+}
+
+func (d decoder) keyRanges(rpath string, v any) []KeyRange {
+	var out []KeyRange
+	for i, r := range d.array(rpath, v) {
 		p := index(rpath, i)
 		rm := d.object(p, r, "shard_uid", "start", "end")
 		kr := KeyRange{}
@@ -208,9 +217,9 @@ func (d decoder) shardGroup(path string, v any) *ShardGroup {
 			kr.Start = d.str(join(p, "start"), rm["start"])
 			kr.End = d.str(join(p, "end"), rm["end"])
 		}
-		g.KeyRanges = append(g.KeyRanges, kr)
+		out = append(out, kr)
 	}
-	return g
+	return out
 }
 
 func (d decoder) database(path string, v any) *Database {
@@ -242,12 +251,10 @@ func (d decoder) schema(path string, v any) *Schema {
 		tables := d.object(tpath, m["tables"])
 		for _, name := range sortedKeys(tables) {
 			p := join(tpath, name)
-			tm := d.object(p, tables[name], "shard_group", "shard_index", "alternate_shard_indexes")
-			t := &Table{}
-			if tm != nil {
-				t.ShardGroup = d.str(join(p, "shard_group"), tm["shard_group"])
-				t.ShardIndex = d.str(join(p, "shard_index"), tm["shard_index"])
-				t.AlternateShardIndexes = d.strings(join(p, "alternate_shard_indexes"), tm["alternate_shard_indexes"])
+			t := d.table(p, tables[name], "shard_group", "shard_index", "alternate_shard_indexes", "replica_reads")
+			if t.replicaDoc != nil {
+				// One level only: the binding replica reads use.
+				t.ReplicaReads = d.table(join(p, "replica_reads"), t.replicaDoc, "shard_group", "shard_index", "alternate_shard_indexes")
 			}
 			s.Tables[name] = t
 		}
@@ -266,4 +273,16 @@ func (d decoder) schema(path string, v any) *Schema {
 		}
 	}
 	return s
+}
+
+func (d decoder) table(p string, v any, allowed ...string) *Table {
+	tm := d.object(p, v, allowed...)
+	t := &Table{}
+	if tm != nil {
+		t.ShardGroup = d.str(join(p, "shard_group"), tm["shard_group"])
+		t.ShardIndex = d.str(join(p, "shard_index"), tm["shard_index"])
+		t.AlternateShardIndexes = d.strings(join(p, "alternate_shard_indexes"), tm["alternate_shard_indexes"])
+		t.replicaDoc = tm["replica_reads"]
+	}
+	return t
 }

@@ -14,6 +14,9 @@ type Topology struct {
 
 	groups         map[string]*ShardGroup
 	clusterDefault *Placement
+	// replica is the topology replica reads route by, when a group has
+	// replica key ranges (ReplicaReads); nil when none has.
+	replica *Topology
 }
 
 // ShardIndex says how a table's shard-key column becomes a routing key.
@@ -32,6 +35,12 @@ type ShardGroup struct {
 	UID               string
 	DefaultShardIndex string
 	KeyRanges         []KeyRange // as written
+	// ReplicaKeyRanges, when set, are the key ranges replica reads
+	// (sessions with tessera.target = replica) of the group's tables
+	// route by instead of KeyRanges: a data movement's reads-first
+	// SwitchTraffic sets them to its targets' ranges while primary reads
+	// and writes stay on KeyRanges' shards. Usually empty.
+	ReplicaKeyRanges []KeyRange
 
 	// byStart holds KeyRanges sorted by start; starts mirrors their starts
 	// for the binary search in ShardFor.
@@ -112,8 +121,14 @@ type Table struct {
 	ShardGroup            string
 	ShardIndex            string
 	AlternateShardIndexes []string
+	// ReplicaReads, when set, is the binding replica reads (sessions with
+	// tessera.target = replica) of the table route by instead of this
+	// one: a MoveTables' reads-first SwitchTraffic sets it to the
+	// table's binding in the target group. Usually nil.
+	ReplicaReads *Table
 
-	placement *Placement
+	placement  *Placement
+	replicaDoc any // ReplicaReads as decoded JSON, until parsed
 }
 
 // ReferenceTable is a table copied in full to every shard of its groups.

@@ -21,6 +21,12 @@ func validate(t *Topology, ps *problems) {
 			ps.add(join(p, "default_shard_index"), "no shard index named %q", g.DefaultShardIndex)
 		}
 		checkRanges(p, g, ps)
+		if g.ReplicaKeyRanges != nil {
+			coverage(join(p, "replica_key_ranges"), g.ReplicaKeyRanges, ps)
+			if g.UID == t.AuthoritativeShardGroup {
+				ps.add(join(p, "replica_key_ranges"), "the authoritative shard group does not move: it takes no replica key ranges")
+			}
+		}
 	}
 
 	switch auth := t.groups[t.AuthoritativeShardGroup]; {

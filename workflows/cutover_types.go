@@ -91,3 +91,13 @@ func (c CutoverReport) BufferHeld() time.Duration {
 	}
 	return c.BufferCleared.Sub(c.BufferSet)
 }
+
+// ReadsInput is SwitchReplicaReads' input: a reads-first SwitchTraffic
+// (On) or its undo.
+type ReadsInput struct {
+	// Plan is the forward plan: its targets take the replica reads.
+	Plan ReshardPlan `json:"plan"`
+	// On moves the group's replica reads to the plan's targets; off
+	// puts them back on its sources.
+	On bool `json:"on"`
+}

@@ -128,8 +128,11 @@ func TestImportRefusesReverseTraffic(t *testing.T) {
 	f := &fakeReplicator{lag: 50 << 20}
 	env := newReshardEnv(t, f)
 	f.streamsEndAt = []time.Time{env.Now().Add(10*time.Minute + time.Second)}
-	var switchErr, reverseErr, completeErr error
-	env.RegisterDelayedCallback(func() { update(env, SwitchTrafficUpdate, &switchErr) }, 10*time.Minute)
+	var switchErr, readsErr, reverseErr, completeErr error
+	env.RegisterDelayedCallback(func() {
+		update(env, SwitchTrafficUpdate, &readsErr, TrafficInput{Traffic: TrafficReads})
+		update(env, SwitchTrafficUpdate, &switchErr)
+	}, 10*time.Minute)
 	env.RegisterDelayedCallback(func() { update(env, ReverseTrafficUpdate, &reverseErr) }, 20*time.Minute)
 	env.RegisterDelayedCallback(func() { update(env, CompleteUpdate, &completeErr) }, 30*time.Minute)
 	in := moveIn
@@ -143,8 +146,42 @@ func TestImportRefusesReverseTraffic(t *testing.T) {
 	if !errors.As(reverseErr, &appErr) || appErr.Type() != pgerr.FeatureNotSupported {
 		t.Fatalf("ReverseTraffic of an import: %v", reverseErr)
 	}
+	if !errors.As(readsErr, &appErr) || appErr.Type() != pgerr.FeatureNotSupported {
+		t.Fatalf("SwitchTraffic of reads of an import: %v", readsErr)
+	}
 	if switchErr != nil || completeErr != nil || res.Phase != PhaseCompleted ||
 		f.called("stream "+ImportSourceShard) != 2 || !strings.Contains(strings.Join(res.Steps, "\n"), "the external Postgres keeps its tables") {
 		t.Fatalf("SwitchTraffic %v, Complete %v, result %+v, calls %v", switchErr, completeErr, res, f.calls)
+	}
+}
+
+// TestMoveTablesSwitchReadsFirst: a MoveTables switches replica reads
+// ahead of its writes, as a Reshard does, with the same activity given
+// its plan.
+func TestMoveTablesSwitchReadsFirst(t *testing.T) {
+	f := &fakeReplicator{lag: 50 << 20}
+	env := newReshardEnv(t, f)
+	f.streamsEndAt = []time.Time{env.Now().Add(15*time.Minute + time.Second)}
+	var readsErr, switchErr, completeErr error
+	var afterReads ReshardProgress
+	env.RegisterDelayedCallback(func() { update(env, SwitchTrafficUpdate, &readsErr, TrafficInput{Traffic: TrafficReads}) }, 10*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		afterReads = queryProgress(t, env)
+		update(env, SwitchTrafficUpdate, &switchErr)
+	}, 15*time.Minute)
+	env.RegisterDelayedCallback(func() { update(env, CompleteUpdate, &completeErr) }, 20*time.Minute)
+	env.ExecuteWorkflow(MoveTables, moveIn)
+	var res ReshardResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if readsErr != nil || switchErr != nil || completeErr != nil {
+		t.Fatalf("reads %v, writes %v, Complete %v", readsErr, switchErr, completeErr)
+	}
+	if afterReads.Phase != PhaseReadyForCutover || afterReads.ReadsSwitched == nil {
+		t.Fatalf("progress after the reads switch: %+v", afterReads)
+	}
+	if res.Phase != PhaseCompleted || f.called("reads on") != 1 || f.called("switch") != 1 {
+		t.Fatalf("result %+v, calls %v", res, f.calls)
 	}
 }

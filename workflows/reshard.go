@@ -36,7 +36,8 @@ const (
 // (StreamChanges), waits for the streams to catch up, runs a VDiff
 // (DiffTables) and then waits, streams running, for the SwitchTraffic
 // update, which moves the group's reads and writes to the targets and
-// starts reverse streams (reshard_cutover.go); the ReverseTraffic update
+// starts reverse streams (reshard_cutover.go), or with {"traffic":"reads"}
+// only its replica reads (reshard_reads.go); the ReverseTraffic update
 // moves them back, the Complete update ends it. The Cancel signal (or
 // cancelling the workflow) while the sources serve stops everything and
 // drops what the reshard created on every instance (CleanupReshard);
@@ -143,8 +144,10 @@ type reshard struct {
 	stop    workflow.CancelFunc
 	// want is the update (SwitchTraffic, ReverseTraffic or Complete) the
 	// main loop is asked to run, reply its outcome; one at a time.
-	want  string
-	reply error
+	// wantReads: the update moves replica reads only.
+	want      string
+	wantReads bool
+	reply     error
 	// fenceTried: a cutover may have left a fence on fencing's sources
 	// and a table buffer, which a cancel must undo.
 	fenceTried bool
@@ -163,12 +166,12 @@ func (r *reshard) handlers(ctx workflow.Context) error {
 		return err
 	}
 	// The validators refuse before anything is written to the history.
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, SwitchTrafficUpdate, r.request(SwitchTrafficUpdate),
-		workflow.UpdateHandlerOptions{Validator: func() error { return r.allowed(SwitchTrafficUpdate, PhaseReadyForCutover) }}); err != nil {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, SwitchTrafficUpdate, r.requestTraffic(SwitchTrafficUpdate),
+		workflow.UpdateHandlerOptions{Validator: func(in TrafficInput) error { return r.trafficAllowed(SwitchTrafficUpdate, in) }}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, ReverseTrafficUpdate, r.request(ReverseTrafficUpdate),
-		workflow.UpdateHandlerOptions{Validator: func() error { return r.allowed(ReverseTrafficUpdate, PhaseSwitched) }}); err != nil {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, ReverseTrafficUpdate, r.requestTraffic(ReverseTrafficUpdate),
+		workflow.UpdateHandlerOptions{Validator: func(in TrafficInput) error { return r.trafficAllowed(ReverseTrafficUpdate, in) }}); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, CompleteUpdate, r.request(CompleteUpdate),
@@ -185,8 +188,13 @@ func (r *reshard) switchedNow() bool { return r.prog.Cutover != nil && !r.prog.C
 // request hands an update to the main loop, which owns the streams, and
 // returns its outcome.
 func (r *reshard) request(name string) func(workflow.Context) error {
+	return r.requestWith(name, false)
+}
+
+// requestWith is request for an update that may move replica reads only.
+func (r *reshard) requestWith(name string, reads bool) func(workflow.Context) error {
 	return func(ctx workflow.Context) error {
-		r.want = name
+		r.want, r.wantReads = name, reads
 		if err := workflow.Await(ctx, func() bool { return r.want == "" }); err != nil {
 			return err
 		}
@@ -247,7 +255,7 @@ func (r *reshard) run(ctx workflow.Context) error {
 			r.prog.Streams[k] = v
 		}
 		r.p.step("continued as new: the copy is done")
-		r.prog.Cutover = res.Cutover
+		r.prog.Cutover, r.prog.ReadsSwitched = res.Cutover, res.Reads
 		if r.switchedNow() {
 			r.startStreams(ctx, r.plan.Reversed())
 			r.phase(ctx, PhaseSwitched)
@@ -291,6 +299,14 @@ func (r *reshard) ready(ctx workflow.Context) error {
 			continue
 		}
 		if requested {
+			if r.wantReads {
+				r.reply = r.switchReads(ctx, r.want == SwitchTrafficUpdate)
+				r.want, r.wantReads = "", false
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				continue
+			}
 			r.reply = r.cutover(ctx, r.plan)
 			r.want = ""
 			if r.switchedNow() {
@@ -322,7 +338,7 @@ func (r *reshard) idle(ctx workflow.Context) error {
 		return err
 	}
 	next := r.in.next(&ReshardResume{Plan: r.plan, Copied: r.prog.Copied, LastDiff: r.prog.LastDiff, Streams: r.prog.Streams,
-		Cutover: r.prog.Cutover, FenceGeneration: r.fenceGen})
+		Cutover: r.prog.Cutover, FenceGeneration: r.fenceGen, Reads: r.prog.ReadsSwitched})
 	return workflow.NewContinueAsNewError(ctx, r.in.name, next)
 }
 
@@ -523,6 +539,9 @@ func (r *reshard) cleanup(ctx workflow.Context) error {
 		r.p.step("%s", errText(err))
 	}
 	actx := workflow.WithActivityOptions(dctx, cleanupOptions)
+	if err := r.undoReads(dctx); err != nil {
+		return err
+	}
 	if r.fenceTried {
 		if err := r.undoFence(dctx, r.cutoverInput(dctx, r.fencing)); err != nil {
 			return err

@@ -115,7 +115,9 @@ func (r *reshard) cutover(ctx workflow.Context, from ReshardPlan) error {
 		return err
 	}
 	// The point of no return is behind: record it before anything else.
-	r.prog.Cutover, r.fenceTried = report, false
+	// The switch moved replica reads switched ahead with the writes
+	// (SwitchTopology drops the replica key ranges).
+	r.prog.Cutover, r.fenceTried, r.prog.ReadsSwitched = report, false, nil
 	r.fenceGen++
 	r.p.step("topology revision %d routes the group to %v", report.Revision, from.Targets)
 	r.afterSwitch(ctx, in, report)

@@ -86,6 +86,14 @@ func registerFakeCutover(t *testing.T, env *testsuite.TestWorkflowEnvironment, f
 		f.fenced = false
 		return nil
 	})
+	reg(SwitchReplicaReadsActivity, func(ctx context.Context, in ReadsInput) (SwitchTopologyResult, error) {
+		if in.On {
+			f.record("reads on")
+		} else {
+			f.record("reads off")
+		}
+		return SwitchTopologyResult{Revision: 7, Switched: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, nil
+	})
 	reg(CompleteReshardActivity, func(ctx context.Context, p ReshardPlan) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -100,13 +108,13 @@ func registerFakeCutover(t *testing.T, env *testsuite.TestWorkflowEnvironment, f
 // update sends an update and returns its outcome: rejected, or the
 // handler's error. Each call is a new update (an update id seen before
 // answers with the earlier outcome).
-func update(env *testsuite.TestWorkflowEnvironment, name string, out *error) {
+func update(env *testsuite.TestWorkflowEnvironment, name string, out *error, args ...any) {
 	updates++
 	env.UpdateWorkflow(name, fmt.Sprintf("%s-%d", name, updates), &testsuite.TestUpdateCallback{
 		OnReject:   func(err error) { *out = err },
 		OnAccept:   func() {},
 		OnComplete: func(_ any, err error) { *out = err },
-	})
+	}, args...)
 }
 
 var updates int

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"time"
 )
 
 // The Reshard workflow's inputs, plan and results are plain JSON: admins
@@ -23,11 +24,14 @@ const (
 	CancelSignal = "Cancel"
 	// SwitchTrafficUpdate moves the group's writes (and reads) to the
 	// targets: allowed in phase ready_for_cutover, it returns once the
-	// topology is switched, or with why nothing changed.
+	// topology is switched, or with why nothing changed. Its optional
+	// TrafficInput {"traffic":"reads"} moves only replica reads, ahead
+	// of the writes (not an import's).
 	SwitchTrafficUpdate = "SwitchTraffic"
 	// ReverseTrafficUpdate moves a switched group back to the sources,
 	// the cutover's mirror: the forward streams run again from their
-	// kept slots, and SwitchTraffic may be asked again.
+	// kept slots, and SwitchTraffic may be asked again. With
+	// {"traffic":"reads"} it puts replica reads switched alone back.
 	ReverseTrafficUpdate = "ReverseTraffic"
 	// CompleteUpdate ends a switched reshard: it stops the reverse
 	// streams, drops everything the reshard made on every instance and the
@@ -57,6 +61,10 @@ const (
 	UnfenceSourcesActivity = "UnfenceSources"
 	// CompleteReshard is Complete's work.
 	CompleteReshardActivity = "CompleteReshard"
+	// SwitchReplicaReads moves the group's replica reads to the targets
+	// (a SwitchTraffic of reads) or back (ReverseTraffic of reads,
+	// Cancel), by the group's replica key ranges in the topology.
+	SwitchReplicaReadsActivity = "SwitchReplicaReads"
 )
 
 // Phases of a reshard, in order; cancelled and failed end it early.
@@ -76,6 +84,38 @@ const (
 	PhaseCancelling = "cancelling"
 	PhaseCancelled  = "cancelled"
 )
+
+// The traffic SwitchTraffic and ReverseTraffic move (TrafficInput).
+const (
+	// TrafficWrites, the default, moves writes and every read.
+	TrafficWrites = "writes"
+	// TrafficReads moves only replica reads (sessions with
+	// tessera.target = replica), as Vitess switches replica and rdonly
+	// reads before primary writes: the targets serve them while the
+	// sources still take every write.
+	TrafficReads = "reads"
+)
+
+// TrafficInput is SwitchTraffic's and ReverseTraffic's optional argument,
+// e.g. {"traffic":"reads"}; none, or an empty traffic, means writes.
+type TrafficInput struct {
+	Traffic string `json:"traffic,omitempty"`
+}
+
+// Reads says whether only replica reads move.
+func (in TrafficInput) Reads() bool { return in.Traffic == TrafficReads }
+
+// ReadsSwitch records a SwitchTraffic of reads: replica reads are on the
+// targets, primary reads and writes still on the sources.
+type ReadsSwitch struct {
+	// Revision is the topology revision that set the group's replica
+	// key ranges.
+	Revision int64     `json:"revision"`
+	Switched time.Time `json:"switched"`
+	// RoutersWaiting are the routers that had not applied Revision when
+	// the switch stopped waiting for them.
+	RoutersWaiting []string `json:"routers_waiting,omitempty"`
+}
 
 // ReshardID is the workflow id of a reshard of a shard group: one at a
 // time per group.
@@ -121,6 +161,8 @@ type ReshardResume struct {
 	Cutover *CutoverReport `json:"cutover,omitempty"`
 	// FenceGeneration is the next fence's (CutoverInput).
 	FenceGeneration int `json:"fence_generation,omitempty"`
+	// Reads is set while replica reads alone are switched.
+	Reads *ReadsSwitch `json:"reads,omitempty"`
 }
 
 // ReshardTable is one table of the group: where it is and its shard key.
@@ -330,7 +372,10 @@ type ReshardProgress struct {
 	Streams       map[string]LagSample `json:"streams,omitempty"`
 	LastDiff      *DiffTablesResult    `json:"last_diff,omitempty"`
 	Cutover       *CutoverReport       `json:"cutover,omitempty"`
-	Error         string               `json:"error,omitempty"`
+	// ReadsSwitched is set while a SwitchTraffic of reads has the
+	// targets serve replica reads and the sources everything else.
+	ReadsSwitched *ReadsSwitch `json:"reads_switched,omitempty"`
+	Error         string       `json:"error,omitempty"`
 }
 
 // ReshardResult is how a reshard ended.

@@ -137,6 +137,9 @@ func reshardDetails(title string, p ReshardProgress, step string) string {
 	if d := p.LastDiff; d != nil {
 		fmt.Fprintf(&b, "- last VDiff: %d differences over %d tables (done: %v)\n", d.Differences, len(d.Reports), d.Done)
 	}
+	if rs := p.ReadsSwitched; rs != nil {
+		fmt.Fprintf(&b, "- reads switched: replica reads on the targets since topology revision %d; writes and primary reads on the sources\n", rs.Revision)
+	}
 	if p.Error != "" {
 		fmt.Fprintf(&b, "- error: %s\n", p.Error)
 	}

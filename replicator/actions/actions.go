@@ -58,6 +58,8 @@ func (a *Actions) Register(r worker.Registry) {
 		workflows.ClearTableBufferActivity: a.ClearTableBuffer,
 		workflows.UnfenceSourcesActivity:   a.UnfenceSources,
 		workflows.CompleteReshardActivity:  a.CompleteReshard,
+		// A SwitchTraffic of reads only, and its undo.
+		workflows.SwitchReplicaReadsActivity: a.SwitchReplicaReads,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -111,6 +111,9 @@ func targetTopology(top *topo.Topology, group string, ranges []workflows.KeyRang
 	for _, g := range groups {
 		if m, ok := g.(map[string]any); ok && m["uid"] == group {
 			m["key_ranges"] = ranges
+			// Replica reads switched ahead of the writes follow them
+			// now: the writes' switch (or its reverse) moves both.
+			delete(m, "replica_key_ranges")
 		}
 	}
 	out, err := json.Marshal(doc)

@@ -48,6 +48,10 @@ type Input struct {
 	// snapshot taken outside it cannot see (a CREATE AGGREGATE): every
 	// call of a function not known to be plain is taken for an aggregate.
 	UncommittedDDL bool
+	// ReplicaReads: the topology given is a replica session's view
+	// (topo.Topology.ReplicaReads), which differs from the primary one
+	// under the same revision; its plans are cached apart.
+	ReplicaReads bool
 }
 
 // Planner turns SQL text into routing plans and caches them. It is safe
@@ -161,9 +165,15 @@ func (sc *scan) cacheKey(exact bool, rev int64, in *Input) []byte {
 	if exact {
 		k[0] = 'X'
 	}
+	// One byte of flags, so that no flag can be read as the revision's.
+	var flags byte
 	if in.UncommittedDDL {
-		k = append(k, 'D')
+		flags |= 1
 	}
+	if in.ReplicaReads {
+		flags |= 2
+	}
+	k = append(k, flags)
 	k = binary.LittleEndian.AppendUint64(k, uint64(rev))
 	k = appendString(k, in.Database)
 	k = binary.AppendUvarint(k, uint64(len(in.SearchPath)))
