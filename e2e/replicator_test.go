@@ -32,7 +32,7 @@ import (
 // meanwhile does not reach its target, since nothing else polls s1's
 // queue, and does once the replicator runs again, its stream retried
 // from its slot. Last a replicator in a child process takes the stream
-// over and is SIGKILLed: the stream resumes after the 30 s heartbeat
+// over and is SIGKILLed: the stream resumes after the 5 s heartbeat
 // timeout, once a replicator of s1 polls again.
 func TestReshardOnShardReplicator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
