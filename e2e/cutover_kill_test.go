@@ -41,20 +41,23 @@ var cutoverKillSteps = []string{
 // TestCutoverSurvivesKilledWorker is issue #14's "killed at each cutover
 // step: it ends fully switched or fully back, never half". One reshard
 // (shard-1 split to shard-2 and shard-3) under writers through the
-// router, its streams in a Replicator process per shard; the general
-// worker, a process of its own, runs the cutover's steps. For each step
-// in turn a SwitchTraffic or ReverseTraffic (whichever the state allows)
-// runs until that step's activity has done its work and not reported it
-// (stopAtStep); the server shows the attempt running; the worker is
-// killed (SIGKILL) and a new one started. The update's caller waits for
-// its outcome: an accepted update outlives the worker that ran it (its
-// error, when the cutover undid itself, says why). Then the movement is
-// either fully switched (topology on the targets, the sources fenced,
-// the reverse streams running) or fully back (topology on the source, no
-// fence on it, the forward stream running), no table buffer is left, and
-// every write the writers had acknowledged is where the router reads it.
-// At the end no writer saw an error, and the reshard ends (Complete or
-// Cancel) with every acknowledged write in place and nothing left.
+// router; two general worker processes run the cutover's steps and two
+// Replicator processes per shard its streams, as a fleet would. For each
+// step in turn a SwitchTraffic or ReverseTraffic (whichever the state
+// allows) runs until that step's activity has done its work and not
+// reported it (stopAtStep); the server shows the attempt running; the
+// process that ran it is killed (SIGKILL) while its twin runs on, and the
+// history must show the step retried (or, with one attempt, timed out)
+// after the kill. The update's caller just waits for its outcome: an
+// accepted update outlives the worker that ran it (its error, when the
+// cutover undid itself, says why). Then the movement is either fully
+// switched (topology on the targets, the sources fenced, the reverse
+// streams running) or fully back (topology on the source, no fence on
+// it, the forward stream running), no table buffer is left, and every
+// write the writers had acknowledged is where the router reads it. At
+// the end no writer saw an error, and the reshard ends (Complete or
+// Cancel) with every acknowledged write in place and nothing left. The
+// kills' figures are logged (docs/operations.md), not asserted.
 func TestCutoverSurvivesKilledWorker(t *testing.T) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -62,7 +65,7 @@ func TestCutoverSurvivesKilledWorker(t *testing.T) {
 	sources, targets := []string{"shard-1"}, []string{"shard-2", "shard-3"}
 	rc := newReshardCluster(t, ctx, append(slices.Clone(sources), targets...))
 	// An admin records each shard's primary, then leaves: only the
-	// killable worker may take the cutover's activities.
+	// killable workers may take the cutover's activities.
 	rc.startWorker(t, ctx, "cutover-kill-admin").Stop(ctx)
 	conns := map[string]string{}
 	for _, s := range rc.shards {
