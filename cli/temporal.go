@@ -90,6 +90,7 @@ func startOp(ctx context.Context, w io.Writer, c client.Client, id, queue, workf
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       id,
 		TaskQueue:                                queue,
+		WorkflowTaskTimeout:                      workflows.TaskTimeout(workflow),
 		StaticSummary:                            summary,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/tesseradb/tessera/dev"
@@ -128,6 +129,12 @@ type workerSpec struct {
 	Cluster       string
 	Secret        string
 	ID            string
+	// ReplicatorPasswordFile: as worker.Config's.
+	ReplicatorPasswordFile string
+	// StopAtFile, when set, names a file holding an activity type: the
+	// worker stops when an activity of that type has done its work,
+	// before it reports it (stopAtStep).
+	StopAtFile string
 }
 
 func runWorkerProcess(cfgJSON string) int {
@@ -136,7 +143,11 @@ func runWorkerProcess(cfgJSON string) int {
 		log.Print(err)
 		return 2
 	}
-	cfg := worker.Config{TemporalAddr: spec.TemporalAddr, EtcdEndpoints: spec.EtcdEndpoints, Cluster: spec.Cluster, Secret: spec.Secret, ID: spec.ID}
+	cfg := worker.Config{TemporalAddr: spec.TemporalAddr, EtcdEndpoints: spec.EtcdEndpoints, Cluster: spec.Cluster, Secret: spec.Secret, ID: spec.ID,
+		ReplicatorPasswordFile: spec.ReplicatorPasswordFile}
+	if spec.StopAtFile != "" {
+		cfg.Interceptors = []interceptor.WorkerInterceptor{&stopAtStep{file: spec.StopAtFile}}
+	}
 	if err := worker.Run(context.Background(), cfg); err != nil {
 		log.Print(err)
 		return 1

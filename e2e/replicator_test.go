@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tesseradb/tessera/replicator/actions"
@@ -31,7 +32,7 @@ import (
 // meanwhile does not reach its target, since nothing else polls s1's
 // queue, and does once the replicator runs again, its stream retried
 // from its slot. Last a replicator in a child process takes the stream
-// over and is SIGKILLed: the stream resumes after the 30 s heartbeat
+// over and is SIGKILLed: the stream resumes after the 5 s heartbeat
 // timeout, once a replicator of s1 polls again.
 func TestReshardOnShardReplicator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -234,6 +235,8 @@ type replicatorSpec struct {
 	Shard         string
 	ID            string
 	ConnStrings   map[string]string
+	// StopAtFile: as workerSpec's.
+	StopAtFile string
 }
 
 func runReplicatorProcess(specJSON string) int {
@@ -242,14 +245,18 @@ func runReplicatorProcess(specJSON string) int {
 		log.Print(err)
 		return 2
 	}
-	err := worker.RunReplicator(context.Background(), worker.ReplicatorConfig{TemporalAddr: spec.TemporalAddr,
+	cfg := worker.ReplicatorConfig{TemporalAddr: spec.TemporalAddr,
 		EtcdEndpoints: spec.EtcdEndpoints, Cluster: spec.Cluster, Shard: spec.Shard, ID: spec.ID,
 		Conn: actions.ConnectorFunc(func(_ context.Context, shard, _ string) (string, error) {
 			if s, ok := spec.ConnStrings[shard]; ok {
 				return s, nil
 			}
 			return "", fmt.Errorf("no connection string for shard %s", shard)
-		})})
+		})}
+	if spec.StopAtFile != "" {
+		cfg.Interceptors = []interceptor.WorkerInterceptor{&stopAtStep{file: spec.StopAtFile}}
+	}
+	err := worker.RunReplicator(context.Background(), cfg)
 	if err != nil {
 		log.Print(err)
 		return 1

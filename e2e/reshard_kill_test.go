@@ -54,7 +54,10 @@ func runReplicatorWorkerProcess(specJSON string) int {
 		log.Print(err)
 		return 1
 	}
-	w := sdkworker.New(c, spec.Queue, sdkworker.Options{})
+	// Heartbeats sent each second, as Tessera's workers send them: the
+	// copy's 5 s heartbeat timeout leaves the SDK's default throttle (0.8
+	// of it) little slack on a loaded machine.
+	w := sdkworker.New(c, spec.Queue, sdkworker.Options{MaxHeartbeatThrottleInterval: time.Second})
 	workflows.Register(w, nil)
 	acts := &actions.Actions{Store: st, CopyBatchRows: spec.CopyBatchRows,
 		Conn: actions.ConnectorFunc(func(_ context.Context, shard, _ string) (string, error) {

@@ -137,11 +137,23 @@ const maxCutoverGap = 6 * time.Second
 // authoritative group and six data shards, no replicas, a router, and a
 // worker against the package's Temporal server.
 type reshardCluster struct {
-	c   *dev.Cluster
-	top func() *topo.Topology
+	c      *dev.Cluster
+	top    func() *topo.Topology
+	shards []string // the data shards
+	// pwFile holds the replicator's password.
+	pwFile string
 }
 
 func startReshardCluster(t *testing.T, ctx context.Context) *reshardCluster {
+	t.Helper()
+	rc := newReshardCluster(t, ctx, dataShards)
+	rc.startWorker(t, ctx, "reshard-router")
+	return rc
+}
+
+// newReshardCluster starts the cluster, with the given data shards, and
+// no worker.
+func newReshardCluster(t *testing.T, ctx context.Context, shards []string) *reshardCluster {
 	t.Helper()
 	base, err := os.MkdirTemp("", "e2e-reshard-router-")
 	if err != nil {
@@ -155,7 +167,7 @@ func startReshardCluster(t *testing.T, ctx context.Context) *reshardCluster {
 	}
 	c, err := dev.Start(ctx, dev.Config{
 		DataDir:      filepath.Join(base, "data"),
-		Shards:       1 + len(dataShards),
+		Shards:       1 + len(shards),
 		NoReplicas:   true,
 		TopologyFile: topoFile,
 		BasePort:     dev.TestPort(22733),
@@ -167,7 +179,7 @@ func startReshardCluster(t *testing.T, ctx context.Context) *reshardCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Stop(context.Background()) })
-	rc := &reshardCluster{c: c}
+	rc := &reshardCluster{c: c, shards: shards}
 	rc.top = func() *topo.Topology {
 		snap, err := c.Store().GetTopology(ctx)
 		if err != nil {
@@ -176,7 +188,7 @@ func startReshardCluster(t *testing.T, ctx context.Context) *reshardCluster {
 		return snap.Topology
 	}
 	// The target shards exist beforehand, with the group's tables.
-	for _, s := range append([]string{"shard-0"}, dataShards...) {
+	for _, s := range append([]string{"shard-0"}, shards...) {
 		admin := rc.directDB(t, ctx, s, "postgres")
 		if _, err := admin.Exec(ctx, "CREATE DATABASE shop"); err != nil {
 			t.Fatal(err)
@@ -190,20 +202,29 @@ func startReshardCluster(t *testing.T, ctx context.Context) *reshardCluster {
 			}
 		}
 	}
-	pwFile := filepath.Join(base, "replicator-password")
-	if err := os.WriteFile(pwFile, []byte("postgres"), 0o600); err != nil {
+	rc.pwFile = filepath.Join(base, "replicator-password")
+	if err := os.WriteFile(rc.pwFile, []byte("postgres"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return rc
+}
+
+// startWorker starts a worker in this process, with an admin, and waits
+// until every data shard's primary is recorded. The test's end stops it,
+// if the caller has not.
+func (rc *reshardCluster) startWorker(t *testing.T, ctx context.Context, id string) *worker.Worker {
+	t.Helper()
+	c := rc.c
 	w, err := worker.Start(ctx, worker.Config{
 		TemporalAddr:  temporalSrv.FrontendAddr(),
 		EtcdEndpoints: c.Info().Etcd,
 		Cluster:       c.Info().Cluster,
 		Secret:        c.Secret(),
-		ID:            "reshard-router",
+		ID:            id,
 		// Its admin records each shard's primary, which a reshard's
 		// targets need, as tessera dev's does.
 		Admin:                  true,
-		ReplicatorPasswordFile: pwFile,
+		ReplicatorPasswordFile: rc.pwFile,
 		Logger:                 slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -211,7 +232,7 @@ func startReshardCluster(t *testing.T, ctx context.Context) *reshardCluster {
 	}
 	t.Cleanup(func() { w.Stop(context.Background()) })
 	eventually(t, time.Minute, "every shard's primary is recorded", func() error {
-		for _, s := range dataShards {
+		for _, s := range rc.shards {
 			st, err := c.Store().GetShardState(ctx, s)
 			if err != nil {
 				return err
@@ -222,7 +243,7 @@ func startReshardCluster(t *testing.T, ctx context.Context) *reshardCluster {
 		}
 		return nil
 	})
-	return rc
+	return w
 }
 
 func (rc *reshardCluster) routerConn(t *testing.T, ctx context.Context) *pgx.Conn {
@@ -285,31 +306,7 @@ func (rc *reshardCluster) reshard(t *testing.T, ctx context.Context, name string
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prog workflows.ReshardProgress
-	deadline, shown := time.Now().Add(2*time.Minute), time.Now()
-	for prog.Phase != workflows.PhaseReadyForCutover {
-		if d, err := tc.DescribeWorkflowExecution(ctx, id, ""); err == nil && d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			t.Fatalf("%s: the reshard ended: %v", name, run.Get(ctx, nil))
-		}
-		if time.Now().After(deadline) || prog.Error != "" {
-			if d, err := tc.DescribeWorkflowExecution(ctx, id, ""); err == nil {
-				for _, a := range d.PendingActivities {
-					t.Logf("pending %s: attempt %d, last failure %v", a.ActivityType.GetName(), a.Attempt, a.LastFailure)
-				}
-			}
-			t.Fatalf("%s: not ready for cutover after %s: %+v", name, time.Since(begun).Round(time.Second), prog)
-		}
-		if time.Since(shown) > 10*time.Second {
-			t.Logf("%s: %s after %s: copied %v, streams %v", name, prog.Phase, time.Since(begun).Round(time.Second), prog.Copied, prog.Streams)
-			shown = time.Now()
-		}
-		time.Sleep(300 * time.Millisecond)
-		prog = reshardProgress(t, ctx, id)
-	}
-	if d := prog.LastDiff; d == nil || !d.Done || d.Differences != 0 {
-		t.Fatalf("%s: VDiff %+v", name, d)
-	}
-	t.Logf("%s: ready for cutover after %s, VDiff clean, copied %v, streams %v", name, time.Since(begun).Round(time.Millisecond), prog.Copied, prog.Streams)
+	awaitReady(t, ctx, run, name, begun)
 	var figures []string
 	for _, action := range actions {
 		switch action {
@@ -407,6 +404,14 @@ func (rc *reshardCluster) truncate(t *testing.T, ctx context.Context, on []workf
 // else.
 func (rc *reshardCluster) checkRows(t *testing.T, ctx context.Context, hold *sync.RWMutex, clients []*reshardClient, name string) {
 	t.Helper()
+	rc.checkRowsOn(t, ctx, hold, clients, name, rc.shards)
+}
+
+// checkRowsOn is checkRows looking only at the given data shards: in
+// the middle of a reshard the shards the group does not route to hold
+// copies the streams keep.
+func (rc *reshardCluster) checkRowsOn(t *testing.T, ctx context.Context, hold *sync.RWMutex, clients []*reshardClient, name string, shards []string) {
+	t.Helper()
 	hold.Lock()
 	defer hold.Unlock()
 	top := rc.top()
@@ -419,7 +424,7 @@ func (rc *reshardCluster) checkRows(t *testing.T, ctx context.Context, hold *syn
 		}
 		viaRouter := readRows(t, ctx, router, tb.name)
 		onShard := map[string]map[string]rowValue{}
-		for _, s := range append([]string{"shard-0"}, dataShards...) {
+		for _, s := range append([]string{"shard-0"}, shards...) {
 			onShard[s] = readRows(t, ctx, rc.direct(t, ctx, s), tb.name)
 		}
 		compared := 0
@@ -468,6 +473,13 @@ func (rc *reshardCluster) checkRows(t *testing.T, ctx context.Context, hold *syn
 				}
 			}
 			for rk := range c.gone {
+				if rk.table == ti {
+					check(rk.key, rowValue{}, false)
+				}
+			}
+			// A key whose first statement, an INSERT, was cut off is in
+			// neither log: it may have committed all the same.
+			for rk := range c.uncertain {
 				if rk.table == ti {
 					check(rk.key, rowValue{}, false)
 				}
@@ -532,7 +544,7 @@ func readRows(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) m
 func (rc *reshardCluster) checkNothingLeft(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	key := workflows.ReshardKey(workflows.ReshardID("shop", "data"))
-	for _, s := range append([]string{"shard-0"}, dataShards...) {
+	for _, s := range append([]string{"shard-0"}, rc.shards...) {
 		conn := rc.direct(t, ctx, s)
 		for what, sql := range map[string]string{
 			"slots":        "SELECT count(*) FROM pg_replication_slots",
@@ -554,4 +566,36 @@ func (rc *reshardCluster) checkNothingLeft(t *testing.T, ctx context.Context, na
 // textRows feeds seed rows to CopyFrom.
 func textRows(rows [][]any) pgx.CopyFromSource {
 	return pgx.CopyFromRows(rows)
+}
+
+// awaitReady waits for a movement's cutover readiness, with a clean
+// VDiff.
+func awaitReady(t *testing.T, ctx context.Context, run client.WorkflowRun, name string, begun time.Time) {
+	t.Helper()
+	id := run.GetID()
+	var prog workflows.ReshardProgress
+	deadline, shown := time.Now().Add(2*time.Minute), time.Now()
+	for prog.Phase != workflows.PhaseReadyForCutover {
+		if d, err := tc.DescribeWorkflowExecution(ctx, id, ""); err == nil && d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			t.Fatalf("%s: the reshard ended: %v", name, run.Get(ctx, nil))
+		}
+		if time.Now().After(deadline) || prog.Error != "" {
+			if d, err := tc.DescribeWorkflowExecution(ctx, id, ""); err == nil {
+				for _, a := range d.PendingActivities {
+					t.Logf("pending %s: attempt %d, last failure %v", a.ActivityType.GetName(), a.Attempt, a.LastFailure)
+				}
+			}
+			t.Fatalf("%s: not ready for cutover after %s: %+v", name, time.Since(begun).Round(time.Second), prog)
+		}
+		if time.Since(shown) > 10*time.Second {
+			t.Logf("%s: %s after %s: copied %v, streams %v", name, prog.Phase, time.Since(begun).Round(time.Second), prog.Copied, prog.Streams)
+			shown = time.Now()
+		}
+		time.Sleep(300 * time.Millisecond)
+		prog = reshardProgress(t, ctx, id)
+	}
+	if d := prog.LastDiff; d == nil || !d.Done || d.Differences != 0 {
+		t.Fatalf("%s: VDiff %+v", name, d)
+	}
+	t.Logf("%s: ready for cutover after %s, VDiff clean, copied %v, streams %v", name, time.Since(begun).Round(time.Millisecond), prog.Copied, prog.Streams)
 }

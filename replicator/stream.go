@@ -301,6 +301,17 @@ type decoder struct {
 	stopTx, reachedMessage bool
 }
 
+// anyPending reports whether the open transaction changed a row for
+// some target.
+func (d *decoder) anyPending() bool {
+	for _, changes := range d.pending {
+		if len(changes) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (d *decoder) copyData(ctx context.Context, conn *pgconn.PgConn, data []byte) error {
 	if len(data) == 0 {
 		return pgerr.New(pgerr.ProtocolViolation, "empty replication message")
@@ -524,12 +535,20 @@ func (d *decoder) commit(ctx context.Context, m *pglogrepl.CommitMessage) error 
 		}
 		d.batch[i] = append(d.batch[i], changes...)
 	}
+	d.inTx = false
+	d.reachedMessage = d.stopTx
+	if d.stopTx && !d.anyPending() {
+		// The fence's own transaction changes no row of the stream's
+		// tables: it is left unconfirmed (neither the targets' origins nor
+		// the slot move past it), so that a stream whose worker dies
+		// after stopping here, before its activity is recorded as done,
+		// meets the marker again when it is retried, and stops again.
+		return d.flush(ctx)
+	}
 	if d.batchEnd == 0 {
 		d.batchAt = time.Now()
 	}
 	d.batchEnd, d.batchTime = end, m.CommitTime
-	d.inTx = false
-	d.reachedMessage = d.stopTx
 	limit := d.s.batchChanges
 	if limit <= 0 {
 		limit = maxBatchChanges

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -42,6 +43,8 @@ type ReplicatorConfig struct {
 	// Conn, when set, replaces the connector those credentials make:
 	// tests reach shards that have no sidecar.
 	Conn actions.Connector
+	// Interceptors: as Config's.
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 func (c ReplicatorConfig) withDefaults() (ReplicatorConfig, error) {
@@ -126,7 +129,7 @@ func StartReplicator(ctx context.Context, cfg ReplicatorConfig) (_ *Replicator, 
 		conn = actions.DiscoveryConnector{Store: r.store, User: cfg.ReplicatorUser, PasswordFile: cfg.ReplicatorPasswordFile}
 	}
 	queue := workflows.ReplicatorQueue(cfg.Shard)
-	r.worker = sdkworker.New(r.temporal, queue, SDKOptions())
+	r.worker = sdkworker.New(r.temporal, queue, workerOptions(cfg.Interceptors))
 	(&actions.Actions{Store: r.store, Conn: conn}).RegisterSource(r.worker, cfg.Shard)
 	if err := r.worker.Start(); err != nil {
 		r.worker = nil

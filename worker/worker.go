@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -50,6 +51,30 @@ type Config struct {
 	// Without a file, Reshard and OnlineDDL fail at their first step (SQLSTATE F0000).
 	ReplicatorUser         string
 	ReplicatorPasswordFile string
+	// Interceptors wrap the Temporal worker's workflow and activity
+	// calls (tracing; the e2e tests stop a worker inside a given step).
+	Interceptors []interceptor.WorkerInterceptor
+}
+
+// A worker that dies must cost a cutover little: routers hold the moving
+// tables' statements at most 10 s (their buffer window), and a cutover
+// step whose worker died is retried after its heartbeat timeout (3 s).
+const (
+	// stickyTimeout: the workflow task that follows, queued for the dead
+	// worker that held the workflow's state, moves to any worker after
+	// this long rather than the SDK's 5 s. A live worker takes its
+	// sticky tasks at once; one too busy for 2 s costs a history replay.
+	stickyTimeout = 2 * time.Second
+	// heartbeatEvery: heartbeats reach the server at least this often,
+	// not only every 0.8 heartbeat timeouts (the SDK's throttle), which
+	// would leave a 3 s timeout 0.6 s of slack on a loaded machine.
+	heartbeatEvery = time.Second
+)
+
+// workerOptions are the Temporal worker's options, for a worker or a
+// Replicator.
+func workerOptions(interceptors []interceptor.WorkerInterceptor) sdkworker.Options {
+	return sdkworker.Options{Interceptors: interceptors, StickyScheduleToStartTimeout: stickyTimeout, MaxHeartbeatThrottleInterval: heartbeatEvery}
 }
 
 // registrationTTL: how long a dead worker's record outlives it.
@@ -129,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	if w.acts, err = activities.New(activities.Config{Store: w.store, Secret: cfg.Secret, TLS: cfg.TLS, Logger: log}); err != nil {
 		return nil, err
 	}
-	w.worker = sdkworker.New(w.temporal, workflows.TaskQueue, SDKOptions())
+	w.worker = sdkworker.New(w.temporal, workflows.TaskQueue, workerOptions(cfg.Interceptors))
 	workflows.Register(w.worker, w.acts)
 	replicatorActions(w.store, cfg).Register(w.worker)
 	onlineDDLActivities(w.store, cfg).Register(w.worker)

@@ -1,5 +1,7 @@
 package workflows
 
+import "time"
+
 // TaskQueue is the Temporal task queue Tessera's workers poll.
 const TaskQueue = "tessera"
 
@@ -37,3 +39,21 @@ func RepairID(shard string) string { return "repair-" + shard }
 // activities that read one source shard (CopyTables, StreamChanges) there
 // when its plan found that shard's replicator registered.
 func ReplicatorQueue(shard string) string { return "replicator-" + shard }
+
+// TaskTimeout is the workflow task timeout to start a workflow type
+// with, 0 for Temporal's default (10 s). A worker that dies while it
+// runs a workflow task holds the workflow up this long. Reshard and
+// MoveTables take 5 s: in a cutover the routers hold the tables'
+// statements at most 10 s, which a dead worker must not use up (a
+// run continued as new keeps its predecessor's timeout).
+func TaskTimeout(workflowType string) time.Duration {
+	switch workflowType {
+	case ReshardName, MoveTablesName:
+		return movementTaskTimeout
+	}
+	return 0
+}
+
+// movementTaskTimeout leaves a busy worker room to replay a movement's
+// longest history (reshardHistoryLimit events) in one workflow task.
+const movementTaskTimeout = 5 * time.Second

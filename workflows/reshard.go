@@ -25,8 +25,11 @@ const (
 	reshardHistoryLimit = 10000
 	// replicatorHeartbeatTimeout: the copy and stream activities heartbeat
 	// every second; one whose worker died is retried, from its last
-	// heartbeat and the targets' own progress, after this long.
-	replicatorHeartbeatTimeout = 30 * time.Second
+	// heartbeat and the targets' own progress, after this long. Short: a
+	// cutover waits for the streams to reach its fence's marker while
+	// the routers hold the tables' statements (at most 10 s), so a
+	// stream whose Replicator died must be running again well within it.
+	replicatorHeartbeatTimeout = 5 * time.Second
 )
 
 // Reshard moves a shard group's key ranges to a new set of shards: it

@@ -28,18 +28,28 @@ const (
 	// topology; past it the fence keeps stale routers' writes off the
 	// sources, and they plan them again.
 	cutoverRouterWait = 30 * time.Second
+	// cutoverHeartbeat: every cutover step heartbeats each second; an
+	// attempt whose worker died is retried after this long rather than
+	// after its start-to-close timeout. Between the table buffer and its
+	// release the routers hold the group's statements at most 10 s (their
+	// buffer window), which a worker's death must not use up: a step
+	// retried 30 s later would fail the held writes.
+	cutoverHeartbeat = 3 * time.Second
 )
 
 // notBufferID is what a table buffer id may not hold.
 var notBufferID = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
 
 // cutoverStep gives one cutover step's activity: bounded, a few attempts
-// (0: until it succeeds or is refused).
+// (0: until it succeeds or is refused), a dead worker's attempt retried
+// after cutoverHeartbeat (changing activity options changes no command,
+// so running workflows replay unchanged).
 // Its summary names what the step does to which shards, for the Web UI.
 func cutoverStep(ctx workflow.Context, timeout time.Duration, attempts int32, format string, args ...any) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		Summary:             fmt.Sprintf(format, args...),
 		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    cutoverHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    200 * time.Millisecond,
 			BackoffCoefficient: 2,

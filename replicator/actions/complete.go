@@ -17,6 +17,7 @@ import (
 // it. The forward streams' applied changes, which reach the slot too,
 // carry their replication origin, and the reverse streams skip them.
 func (a *Actions) PrepareReverse(ctx context.Context, in workflows.CutoverInput) error {
+	defer beating(ctx, noDetails)()
 	a = a.forPlan(in.Plan)
 	rev := in.Plan.Reversed()
 	for _, shard := range rev.Sources {

@@ -25,6 +25,7 @@ const routerPoll = 100 * time.Millisecond
 // (replicator.DefaultStatusInterval), so MaxCatchUp must be larger.
 // Too far behind is refused (55000): the operator tries again later.
 func (a *Actions) CheckCutover(ctx context.Context, in workflows.CutoverInput) (workflows.CheckCutoverResult, error) {
+	defer beating(ctx, noDetails)()
 	a = a.forPlan(in.Plan)
 	res := workflows.CheckCutoverResult{CatchUpSeconds: map[string]float64{}}
 	lag, err := a.StreamLag(ctx, in.Plan)
@@ -84,6 +85,7 @@ func (a *Actions) timeCatchUp(ctx context.Context, plan workflows.ReshardPlan, s
 // SetTableBuffer asks routers to hold new statements on the plan's
 // tables for in.BufferFor, and returns when it was set.
 func (a *Actions) SetTableBuffer(ctx context.Context, in workflows.CutoverInput) (time.Time, error) {
+	defer beating(ctx, noDetails)()
 	b := store.TableBuffer{ID: in.BufferID, Database: in.Plan.Database, For: in.BufferFor, Set: time.Now(),
 		Reason: fmt.Sprintf("cutover of shard group %s (%s)", in.Plan.ShardGroup, in.Plan.Key)}
 	for _, t := range in.Plan.Tables {
@@ -97,6 +99,7 @@ func (a *Actions) SetTableBuffer(ctx context.Context, in workflows.CutoverInput)
 
 // ClearTableBuffer ends the routers' hold, and returns when.
 func (a *Actions) ClearTableBuffer(ctx context.Context, in workflows.CutoverInput) (time.Time, error) {
+	defer beating(ctx, noDetails)()
 	if err := a.Store.ClearTableBuffer(ctx, in.BufferID); err != nil {
 		return time.Time{}, activityError(err)
 	}
@@ -112,6 +115,7 @@ func (a *Actions) ClearTableBuffer(ctx context.Context, in workflows.CutoverInpu
 //
 // A MoveTables' plan moves its tables' placements instead (switchTables).
 func (a *Actions) SwitchTopology(ctx context.Context, in workflows.CutoverInput) (workflows.SwitchTopologyResult, error) {
+	defer beating(ctx, noDetails)()
 	plan := in.Plan
 	if plan.MovesTables() {
 		return a.switchTables(ctx, plan)
@@ -198,8 +202,7 @@ func sameRanges(a, b []topo.KeyRange) bool {
 // for. Not reaching them is no failure: the sources' fence refuses a
 // stale router's writes, which it then plans again.
 func (a *Actions) WaitRouters(ctx context.Context, in workflows.CutoverInput) (workflows.WaitRoutersResult, error) {
-	stop := beating(ctx, func() any { return nil })
-	defer stop()
+	defer beating(ctx, noDetails)()
 	deadline := time.Now().Add(in.RouterWait)
 	for {
 		recs, err := a.Store.ListRecords(ctx, store.KindRouter)

@@ -50,8 +50,7 @@ const lockNotAvailable = "55P03"
 func (a *Actions) FenceSources(ctx context.Context, in workflows.CutoverInput) (workflows.FenceResult, error) {
 	a = a.forPlan(in.Plan)
 	res := workflows.FenceResult{Markers: map[string]string{}}
-	stop := beating(ctx, func() any { return nil })
-	defer stop()
+	defer beating(ctx, noDetails)()
 	for _, src := range in.Plan.Sources {
 		conn, _, err := a.connect(ctx, src, in.Plan.Database)
 		if err != nil {
@@ -139,6 +138,7 @@ func fence(ctx context.Context, conn *pgx.Conn, plan workflows.ReshardPlan, gene
 // source, wherever they are: a cutover that stops before its topology
 // switch gives the sources their writes back.
 func (a *Actions) UnfenceSources(ctx context.Context, in workflows.CutoverInput) error {
+	defer beating(ctx, noDetails)()
 	a = a.forPlan(in.Plan)
 	for _, src := range in.Plan.Sources {
 		conn, _, err := a.connect(ctx, src, in.Plan.Database)

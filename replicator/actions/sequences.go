@@ -35,6 +35,7 @@ SELECT DISTINCT seq, col FROM (
 // Without it the first insert on a target after the cutover could take a
 // value the sources already handed out. A sequence is never set back.
 func (a *Actions) SetSequences(ctx context.Context, in workflows.CutoverInput) (map[string]int64, error) {
+	defer beating(ctx, noDetails)()
 	a = a.forPlan(in.Plan)
 	plan := in.Plan
 	high := map[string]int64{} // sequence (as the first source names it) -> value
