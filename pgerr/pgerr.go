@@ -22,9 +22,12 @@ const (
 	CheckViolation               = "23514"
 	SerializationFailure         = "40001"
 	ObjectNotInPrerequisiteState = "55000"
-	QueryCanceled                = "57014"
-	InternalError                = "XX000"
-	DataCorrupted                = "XX001"
+	// ObjectInUse: another operation holds the shard (a switchover asked
+	// during a cutover, or the reverse); retried, it may pass.
+	ObjectInUse   = "55006"
+	QueryCanceled = "57014"
+	InternalError = "XX000"
+	DataCorrupted = "XX001"
 	// ConfigFileError is what Postgres uses for a bad configuration file; a
 	// bad data topology is the same kind of problem.
 	ConfigFileError = "F0000"
