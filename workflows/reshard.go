@@ -140,6 +140,9 @@ type reshard struct {
 	fencing    ReshardPlan
 	// fenceGen is the next fence's generation (CutoverInput).
 	fenceGen int
+	// recheck, during a cutover that recorded itself on its shards,
+	// checks no switchover or failover began on them since.
+	recheck func() error
 }
 
 func (r *reshard) handlers(ctx workflow.Context) error {

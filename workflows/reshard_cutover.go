@@ -94,6 +94,18 @@ func (r *reshard) cutover(ctx workflow.Context, from ReshardPlan) error {
 		return failed(err, "checking the streams before the cutover")
 	}
 	r.p.step("streams ready for the cutover from %v: catch-up %v s", from.Sources, check.CatchUpSeconds)
+	// A switchover or failover of one of the shards excludes the cutover,
+	// and the cutover a switchover (docs/operations.md). Workflows that
+	// began cutovers before this replay without the records.
+	r.recheck = nil
+	if workflow.GetVersion(ctx, "cutover-exclusion", workflow.DefaultVersion, 1) >= 1 {
+		again, end, err := beginCutover(ctx, from)
+		if err != nil {
+			return err
+		}
+		defer end()
+		r.recheck = again
+	}
 	r.phase(ctx, PhaseSwitching)
 	r.fenceTried, r.fencing = true, from
 	report := &CutoverReport{Reverse: reverse}
@@ -150,6 +162,13 @@ func (r *reshard) beforeSwitch(ctx workflow.Context, in *CutoverInput, report *C
 	}
 	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 3, "prepare reverse streams from %v", in.Plan.Targets), PrepareReverseActivity, *in).Get(ctx, nil); err != nil {
 		return failed(err, "preparing the reverse streams")
+	}
+	if r.recheck != nil {
+		// A failover that began during the cutover wins: the cutover
+		// backs off before its point of no return.
+		if err := r.recheck(); err != nil {
+			return err
+		}
 	}
 	// Retried until it answers: a failed attempt may have written the
 	// topology (its retry then finds the switch done), so only a refusal

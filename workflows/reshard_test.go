@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/tesseradb/tessera/activities"
 	"github.com/tesseradb/tessera/pgerr"
 )
 
@@ -50,6 +51,9 @@ type fakeReplicator struct {
 	// queue each "copy <source>" and "stream <source>" was scheduled on.
 	queues map[string]string
 	ranOn  map[string][]string
+	// opConflict, when set, answers BeginOperation (the cutover's
+	// records on its shards).
+	opConflict func(activities.OperationInput) error
 }
 
 func (f *fakeReplicator) record(call string) {
@@ -143,6 +147,19 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		}
 		f.calls = append(f.calls, "cleanup")
 		f.slots = map[string]bool{}
+		return nil
+	})
+	reg("BeginOperation", func(ctx context.Context, in activities.OperationInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.calls = append(f.calls, "begin "+in.Kind)
+		if f.opConflict != nil {
+			return f.opConflict(in)
+		}
+		return nil
+	})
+	reg("EndOperation", func(ctx context.Context, in activities.OperationInput) error {
+		f.record("end " + in.Kind)
 		return nil
 	})
 	registerFakeCutover(t, env, f, reg)
