@@ -44,6 +44,7 @@ func (a *Actions) Register(r worker.Registry) {
 		workflows.StreamLagActivity:      a.StreamLag,
 		workflows.DiffTablesActivity:     a.DiffTables,
 		workflows.CleanupReshardActivity: a.CleanupReshard,
+		workflows.ResetMovementActivity:  a.ResetMovement,
 		// The cutover (SwitchTraffic) and Complete.
 		workflows.CheckCutoverActivity:     a.CheckCutover,
 		workflows.SetTableBufferActivity:   a.SetTableBuffer,

@@ -59,7 +59,12 @@ func (a *Actions) PlanMoveTables(ctx context.Context, in workflows.PlanMoveTable
 	if err := a.checkMoveSources(ctx, &plan); err != nil {
 		return plan, err
 	}
-	return plan, a.checkMoveTargets(ctx, plan)
+	if err := a.checkMoveTargets(ctx, plan); err != nil {
+		return plan, err
+	}
+	// Before any slot: a promotion from now on is seen as a failover.
+	plan.Terms, err = a.shardTerms(ctx, plan.Sources)
+	return plan, err
 }
 
 // planMove checks the input against the stored topology and computes the
