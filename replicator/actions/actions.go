@@ -90,7 +90,9 @@ func activityError(err error) error {
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
-		return err
+		// Itself, not wrapped: Temporal reads the retry decision and the
+		// type from the error returned, not from one it wraps.
+		return appErr
 	}
 	if errors.Is(err, context.Canceled) {
 		return err

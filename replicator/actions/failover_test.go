@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/tesseradb/tessera/replicator"
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/topo/store/etcdembed"
@@ -29,7 +31,7 @@ func TestSourceFailoverIsDetected(t *testing.T) {
 	}
 	defer st.Close()
 	setTerm := func(term int64) {
-		if _, err := st.UpdateShardState(ctx, "s1", func(s *store.ShardState) error { s.Term, s.Primary = term, "s1-" + string(rune('a'+term)); return nil }); err != nil {
+		if _, err := st.UpdateShardState(ctx, "s1", func(s *store.ShardState) error { s.Term, s.Primary = term, "s1-"+string(rune('a'+term)); return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,7 +57,10 @@ func TestSourceFailoverIsDetected(t *testing.T) {
 	}
 	failedOver := func(what string, err error, terms string) {
 		t.Helper()
-		if sqlState(err) != workflows.SourceFailoverError || !strings.Contains(err.Error(), "source shard s1 failed over") ||
+		// The activity's own error, not one wrapping it: Temporal would
+		// retry that.
+		appErr, ok := err.(*temporal.ApplicationError)
+		if !ok || !appErr.NonRetryable() || appErr.Type() != workflows.SourceFailoverError || !strings.Contains(err.Error(), "source shard s1 failed over") ||
 			!strings.Contains(err.Error(), terms) || !strings.Contains(err.Error(), "SQLSTATE 55000") {
 			t.Fatalf("%s: %v, want a %s error with %q", what, err, workflows.SourceFailoverError, terms)
 		}
