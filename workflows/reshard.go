@@ -140,6 +140,8 @@ type reshard struct {
 	fencing    ReshardPlan
 	// fenceGen is the next fence's generation (CutoverInput).
 	fenceGen int
+	// lagFresh: the last lag sample succeeded.
+	lagFresh bool
 	// recheck, during a cutover that recorded itself on its shards,
 	// checks no switchover or failover began on them since.
 	recheck func() error
@@ -489,6 +491,7 @@ func (r *reshard) sampleLag(ctx workflow.Context) error {
 	}
 	var lag StreamLagResult
 	err := workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "lag of the streams from %v", r.live.Sources), StreamLagActivity, r.live).Get(ctx, &lag)
+	r.lagFresh = err == nil
 	if err != nil {
 		// A missed sample is not a failure of the reshard.
 		r.p.log.Warn("reading the streams' lag", "error", errText(err))
@@ -510,7 +513,9 @@ func (r *reshard) catchUp(ctx workflow.Context) error {
 		if err := r.sampleLag(ctx); err != nil {
 			return err
 		}
-		caughtUp := true
+		// A sample that failed (a source failing over has no slot to
+		// read) leaves the last one, which may be stale.
+		caughtUp := r.lagFresh || workflow.GetVersion(ctx, "failover-aware-catchup", workflow.DefaultVersion, 1) == workflow.DefaultVersion
 		for _, src := range r.plan.Sources {
 			s, ok := r.prog.Streams[src]
 			caughtUp = caughtUp && ok && s.LagBytes <= limit
@@ -529,7 +534,14 @@ func (r *reshard) catchUp(ctx workflow.Context) error {
 // consistent point itself), runs the VDiff and starts the streams again.
 func (r *reshard) diff(ctx workflow.Context) error {
 	if err := r.stopStreams(ctx); err != nil {
-		return err
+		// DiffTables runs each stream to its consistent point itself,
+		// and fails as it failed if the cause is still there (a source
+		// that failed over: SourceFailover); a stream cut off by a
+		// failover is no reason to fail.
+		if workflow.GetVersion(ctx, "failover-aware-catchup", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return err
+		}
+		r.p.step("%s", errText(err))
 	}
 	var res DiffTablesResult
 	actx := withSummary(replicatorCtx(ctx), "VDiff %s: %v against %v", r.plan.tableNames(), r.plan.Sources, r.plan.Targets)
