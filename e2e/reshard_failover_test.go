@@ -20,7 +20,8 @@ import (
 
 // TestReshardSourceFailover: writers write through the router while the
 // group is split 1→2 from shard-1, which has a primary and two replicas
-// (sync durability); during the catch-up shard-1's primary is crashed.
+// (sync durability); during the copy or the catch-up shard-1's primary
+// is crashed.
 // The admin fails it over; the stream sees the term move and the reshard
 // restarts from new snapshots on the new primary (progress: one
 // restart), reaches a clean VDiff, and a SwitchTraffic asked while a
@@ -46,7 +47,7 @@ func TestReshardSourceFailover(t *testing.T) {
 	var seedRows [3][][]any
 	for i := range clients {
 		clients[i] = newReshardClient(i, rc.routerConn(t, ctx), hold)
-		rows := clients[i].seed(300)
+		rows := clients[i].seed(1500)
 		for tb := range rows {
 			seedRows[tb] = append(seedRows[tb], rows[tb]...)
 		}
@@ -65,16 +66,17 @@ func TestReshardSourceFailover(t *testing.T) {
 	}
 	defer func() { stopWriting(); wg.Wait() }()
 
-	// Crash shard-1's primary once the streams run.
+	// Crash shard-1's primary once its slot is made: during the copy
+	// (the seed makes it last seconds) or the catch-up.
 	var crashed, promoted time.Time
 	rc.readyWithin = 5 * time.Minute
 	rc.whileMoving = func(p workflows.ReshardProgress) {
-		if crashed.IsZero() && p.Phase == workflows.PhaseCatchingUp {
+		if crashed.IsZero() && (p.Phase == workflows.PhaseCopying || p.Phase == workflows.PhaseCatchingUp) {
 			if err := rc.c.Crash(ctx, before.Primary); err != nil {
 				t.Fatal(err)
 			}
 			crashed = time.Now()
-			t.Logf("crashed %s, shard-1's primary at term %d, during the catch-up", before.Primary, before.Term)
+			t.Logf("crashed %s, shard-1's primary at term %d, in phase %s", before.Primary, before.Term, p.Phase)
 		}
 		if !crashed.IsZero() && promoted.IsZero() {
 			if st, err := rc.c.Store().GetShardState(ctx, "shard-1"); err == nil && st.Term > before.Term {
@@ -102,15 +104,28 @@ func TestReshardSourceFailover(t *testing.T) {
 	if err := rc.c.Store().BeginOperation(ctx, op); err != nil {
 		t.Fatal(err)
 	}
-	asked := time.Now()
-	handle, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.SwitchTrafficUpdate,
-		WaitForStage: client.WorkflowUpdateStageCompleted})
-	if err == nil {
-		err = handle.Get(ctx, nil)
-	}
+	var asked time.Time
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != pgerr.ObjectInUse || !strings.Contains(err.Error(), "switchover-shard-1-e2e") {
-		t.Fatalf("SwitchTraffic during a switchover: %v, want SQLSTATE 55006 naming it", err)
+	var switchErr error
+	for attempt := 1; ; attempt++ {
+		asked = time.Now()
+		handle, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.SwitchTrafficUpdate,
+			WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = handle.Get(ctx, nil)
+		}
+		switchErr = err
+		// A stream behind under the writers refuses it before its record
+		// (55000, as cutoverUpdate retries).
+		if attempt < 5 && errors.As(err, &appErr) && appErr.Type() == pgerr.ObjectNotInPrerequisiteState {
+			t.Logf("SwitchTraffic refused: %s", appErr.Message())
+			time.Sleep(2 * time.Second)
+			continue
+		}
+		break
+	}
+	if !errors.As(switchErr, &appErr) || appErr.Type() != pgerr.ObjectInUse || !strings.Contains(switchErr.Error(), "switchover-shard-1-e2e") {
+		t.Fatalf("SwitchTraffic during a switchover: %v, want SQLSTATE 55006 naming it", switchErr)
 	}
 	if p := reshardProgress(t, ctx, id); p.Phase != workflows.PhaseReadyForCutover || p.Cutover != nil {
 		t.Fatalf("after the refused SwitchTraffic: %+v", p)

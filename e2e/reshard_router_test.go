@@ -603,7 +603,8 @@ func (rc *reshardCluster) checkNothingLeftOn(t *testing.T, ctx context.Context, 
 	s := in.ID
 	{
 		for what, sql := range map[string]string{
-			"slots":        "SELECT count(*) FROM pg_replication_slots",
+			// Physical slots are the replicas'; a reshard makes logical ones.
+			"slots":        "SELECT count(*) FROM pg_replication_slots WHERE slot_type = 'logical'",
 			"publications": "SELECT count(*) FROM pg_publication",
 			"origins":      "SELECT count(*) FROM pg_replication_origin",
 			"triggers":     "SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal",
