@@ -24,7 +24,7 @@ const (
 // The record of an operation another one excludes (store.BeginOperation)
 // is retried for a bounded time, then the operation is refused: a
 // switchover waits for a cutover (seconds) about a minute; a cutover
-// waits for a switchover about 15 s, and the operator asks again.
+// waits for a switchover about 8 s, and the operator asks again.
 var (
 	awaitCutover    = budget{10 * time.Second, 10}
 	awaitSwitchover = budget{10 * time.Second, 5}
