@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -137,23 +138,43 @@ const maxCutoverGap = 6 * time.Second
 // authoritative group and six data shards, no replicas, a router, and a
 // worker against the package's Temporal server.
 type reshardCluster struct {
-	c      *dev.Cluster
-	top    func() *topo.Topology
-	shards []string // the data shards
+	c   *dev.Cluster
+	top func() *topo.Topology
+	// shards are the data shards (dataShards unless told otherwise).
+	shards []string
+	// readyWithin bounds the wait for a reshard's cutover readiness (2
+	// minutes when zero); whileMoving, when set, is called with the
+	// progress at each poll of that wait.
+	readyWithin time.Duration
+	whileMoving func(workflows.ReshardProgress)
 	// pwFile holds the replicator's password.
 	pwFile string
 }
 
 func startReshardCluster(t *testing.T, ctx context.Context) *reshardCluster {
+	return startReshardClusterOf(t, ctx, dataShards, nil)
+}
+
+// startReshardClusterOf starts the cluster with the data shards given
+// (newReshardClusterOf) and a worker with an admin in this process.
+func startReshardClusterOf(t *testing.T, ctx context.Context, shards []string, replicas map[string]int) *reshardCluster {
 	t.Helper()
-	rc := newReshardCluster(t, ctx, dataShards)
+	rc := newReshardClusterOf(t, ctx, shards, replicas)
 	rc.startWorker(t, ctx, "reshard-router")
 	return rc
 }
 
-// newReshardCluster starts the cluster, with the given data shards, and
-// no worker.
+// newReshardCluster starts the cluster with the given data shards, no
+// replicas and no worker.
 func newReshardCluster(t *testing.T, ctx context.Context, shards []string) *reshardCluster {
+	return newReshardClusterOf(t, ctx, shards, nil)
+}
+
+// newReshardClusterOf starts the cluster with the data shards given, and
+// no worker; replicas, when set, creates them after shard-0 with that
+// many replicas each, and then applies routedTopology (the group on
+// shard-1).
+func newReshardClusterOf(t *testing.T, ctx context.Context, shards []string, replicas map[string]int) *reshardCluster {
 	t.Helper()
 	base, err := os.MkdirTemp("", "e2e-reshard-router-")
 	if err != nil {
@@ -162,12 +183,17 @@ func newReshardCluster(t *testing.T, ctx context.Context, shards []string) *resh
 	os.Chmod(base, 0o755)
 	t.Cleanup(func() { os.RemoveAll(base) })
 	topoFile := filepath.Join(base, "topology.json")
-	if err := os.WriteFile(topoFile, []byte(routedTopology), 0o644); err != nil {
+	first, nShards := routedTopology, 1+len(shards)
+	if replicas != nil {
+		// The data group starts on shard-0, the only shard dev starts.
+		first, nShards = strings.Replace(routedTopology, `"shard_uid": "shard-1"`, `"shard_uid": "shard-0"`, 1), 1
+	}
+	if err := os.WriteFile(topoFile, []byte(first), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c, err := dev.Start(ctx, dev.Config{
 		DataDir:      filepath.Join(base, "data"),
-		Shards:       1 + len(shards),
+		Shards:       nShards,
 		NoReplicas:   true,
 		TopologyFile: topoFile,
 		BasePort:     dev.TestPort(22733),
@@ -180,6 +206,20 @@ func newReshardCluster(t *testing.T, ctx context.Context, shards []string) *resh
 	}
 	t.Cleanup(func() { c.Stop(context.Background()) })
 	rc := &reshardCluster{c: c, shards: shards}
+	if replicas != nil {
+		for _, s := range shards {
+			if _, err := c.CreateShard(ctx, s, replicas[s]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		top, err := topo.Parse([]byte(routedTopology))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Store().ApplyTopology(ctx, top, store.ApplyOptions{Force: true, ExpectedRevision: store.AnyRevision}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rc.top = func() *topo.Topology {
 		snap, err := c.Store().GetTopology(ctx)
 		if err != nil {
@@ -260,14 +300,23 @@ func (rc *reshardCluster) direct(t *testing.T, ctx context.Context, shard string
 	return rc.directDB(t, ctx, shard, "shop")
 }
 
-// directDB connects to a shard's primary, past the router.
+// directDB connects to a shard's primary, past the router: the one the
+// store records, or the shard's first instance before one is recorded.
 func (rc *reshardCluster) directDB(t *testing.T, ctx context.Context, shard, database string) *pgx.Conn {
 	t.Helper()
 	for _, s := range rc.c.Info().Shards {
 		if s.UID != shard {
 			continue
 		}
-		conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/%s?sslmode=disable", s.Instances[0].Port, database))
+		port := s.Instances[0].Port
+		if st, err := rc.c.Store().GetShardState(ctx, shard); err == nil {
+			for _, in := range s.Instances {
+				if in.ID == st.Primary {
+					port = in.Port
+				}
+			}
+		}
+		conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/%s?sslmode=disable", port, database))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +355,7 @@ func (rc *reshardCluster) reshard(t *testing.T, ctx context.Context, name string
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitReady(t, ctx, run, name, begun)
+	awaitReadyWithin(t, ctx, run, name, begun, rc.readyWithin, rc.whileMoving)
 	var figures []string
 	for _, action := range actions {
 		switch action {
@@ -540,14 +589,33 @@ func readRows(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) m
 }
 
 // checkNothingLeft: no slot, publication, replication origin or trigger
-// of a reshard on any instance.
+// of a reshard on any instance, replicas included.
 func (rc *reshardCluster) checkNothingLeft(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	key := workflows.ReshardKey(workflows.ReshardID("shop", "data"))
-	for _, s := range append([]string{"shard-0"}, rc.shards...) {
-		conn := rc.direct(t, ctx, s)
+	for _, sh := range rc.c.Info().Shards {
+		if sh.UID != "shard-0" && !slices.Contains(rc.shards, sh.UID) {
+			continue
+		}
+		for _, in := range sh.Instances {
+			rc.checkNothingLeftOn(t, ctx, name, in, key)
+		}
+	}
+}
+
+func (rc *reshardCluster) checkNothingLeftOn(t *testing.T, ctx context.Context, name string, in dev.InstanceInfo, key string) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/shop?sslmode=disable", in.Port))
+	if err != nil {
+		t.Errorf("%s: %s: %v", name, in.ID, err)
+		return
+	}
+	defer conn.Close(context.Background())
+	s := in.ID
+	{
 		for what, sql := range map[string]string{
-			"slots":        "SELECT count(*) FROM pg_replication_slots",
+			// Physical slots are the replicas'; a reshard makes logical ones.
+			"slots":        "SELECT count(*) FROM pg_replication_slots WHERE slot_type = 'logical'",
 			"publications": "SELECT count(*) FROM pg_publication",
 			"origins":      "SELECT count(*) FROM pg_replication_origin",
 			"triggers":     "SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal",
@@ -569,12 +637,24 @@ func textRows(rows [][]any) pgx.CopyFromSource {
 }
 
 // awaitReady waits for a movement's cutover readiness, with a clean
-// VDiff.
+// VDiff, for 2 minutes at most.
 func awaitReady(t *testing.T, ctx context.Context, run client.WorkflowRun, name string, begun time.Time) {
+	t.Helper()
+	awaitReadyWithin(t, ctx, run, name, begun, 0, nil)
+}
+
+// awaitReadyWithin waits for a movement's cutover readiness, with a clean
+// VDiff, for readyWithin at most (2 minutes when zero); whileMoving, when
+// set, is called with the progress at each poll.
+func awaitReadyWithin(t *testing.T, ctx context.Context, run client.WorkflowRun, name string, begun time.Time, readyWithin time.Duration, whileMoving func(workflows.ReshardProgress)) {
 	t.Helper()
 	id := run.GetID()
 	var prog workflows.ReshardProgress
-	deadline, shown := time.Now().Add(2*time.Minute), time.Now()
+	within := readyWithin
+	if within == 0 {
+		within = 2 * time.Minute
+	}
+	deadline, shown := time.Now().Add(within), time.Now()
 	for prog.Phase != workflows.PhaseReadyForCutover {
 		if d, err := tc.DescribeWorkflowExecution(ctx, id, ""); err == nil && d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			t.Fatalf("%s: the reshard ended: %v", name, run.Get(ctx, nil))
@@ -593,6 +673,9 @@ func awaitReady(t *testing.T, ctx context.Context, run client.WorkflowRun, name 
 		}
 		time.Sleep(300 * time.Millisecond)
 		prog = reshardProgress(t, ctx, id)
+		if whileMoving != nil {
+			whileMoving(prog)
+		}
 	}
 	if d := prog.LastDiff; d == nil || !d.Done || d.Differences != 0 {
 		t.Fatalf("%s: VDiff %+v", name, d)

@@ -22,9 +22,13 @@ const (
 	CheckViolation               = "23514"
 	SerializationFailure         = "40001"
 	ObjectNotInPrerequisiteState = "55000"
-	QueryCanceled                = "57014"
-	InternalError                = "XX000"
-	DataCorrupted                = "XX001"
+	// ObjectInUse: another operation holds the shard or table (a
+	// switchover asked during a cutover, a second online migration of a
+	// table); retried, it may pass.
+	ObjectInUse   = "55006"
+	QueryCanceled = "57014"
+	InternalError = "XX000"
+	DataCorrupted = "XX001"
 	// ConfigFileError is what Postgres uses for a bad configuration file; a
 	// bad data topology is the same kind of problem.
 	ConfigFileError = "F0000"
@@ -33,8 +37,6 @@ const (
 	// ActiveSQLTransaction: what must run outside a transaction block was
 	// sent inside one.
 	ActiveSQLTransaction = "25001"
-	// ObjectInUse: another operation holds the object.
-	ObjectInUse = "55006"
 )
 
 // CutoverFencePrefix begins the message of the error (SQLSTATE

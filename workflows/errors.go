@@ -26,6 +26,9 @@ func sqlState(err error) string {
 	if errors.As(err, &appErr) && isSQLState(appErr.Type()) {
 		return appErr.Type()
 	}
+	if IsSourceFailover(err) {
+		return pgerr.ObjectNotInPrerequisiteState
+	}
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
 		return queryCanceled

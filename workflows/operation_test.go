@@ -1,10 +1,15 @@
 package workflows
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/tesseradb/tessera/activities"
+	"github.com/tesseradb/tessera/pgerr"
 )
 
 // TestOperationsRecordThemselves: every operation workflow records itself
@@ -40,5 +45,24 @@ func TestOperationsRecordThemselves(t *testing.T) {
 				t.Errorf("EndOperation ran %d times", n)
 			}
 		})
+	}
+}
+
+// TestSwitchoverWaitsForACutoverThenRefuses: while a cutover holds the
+// shard, the switchover's record is refused (55006, retried): the
+// switchover retries it for a bounded time, then fails with that
+// SQLSTATE having done nothing to the shard, and leaves no record.
+func TestSwitchoverWaitsForACutoverThenRefuses(t *testing.T) {
+	f := healthyShard(t)
+	f.fail["BeginOperation"] = temporal.NewApplicationError("shard s1: the cutover of reshard-shop-data excludes a switchover", pgerr.ObjectInUse)
+	f.env.ExecuteWorkflow(SwitchoverName, SwitchoverInput{Shard: "s1"})
+	err := f.env.GetWorkflowError()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != pgerr.ObjectInUse || !strings.Contains(err.Error(), "reshard-shop-data") {
+		t.Fatalf("switchover during a cutover: %v, want 55006 naming the cutover", err)
+	}
+	begins := f.called("BeginOperation")
+	if len(begins) != int(awaitCutover.attempts) || len(begins) != len(f.calls) {
+		t.Fatalf("calls %q: want only %d attempts of BeginOperation", f.calls, awaitCutover.attempts)
 	}
 }

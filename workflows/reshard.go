@@ -159,6 +159,11 @@ type reshard struct {
 	fenceGen int
 	// answering counts the VDiffRequestSignals not yet answered.
 	answering int
+	// lagFresh: the last lag sample succeeded.
+	lagFresh bool
+	// recheck, during a cutover that recorded itself on its shards,
+	// checks no switchover or failover began on them since.
+	recheck func() error
 }
 
 func (r *reshard) handlers(ctx workflow.Context) error {
@@ -214,6 +219,10 @@ func (r *reshard) allowed(name, phase string) error {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s needs phase %s; the reshard is in phase %s", name, phase, r.prog.Phase),
 			pgerr.ObjectNotInPrerequisiteState, nil)
 	}
+	if name == ReverseTrafficUpdate && r.prog.ReverseBroken != "" {
+		return temporal.NewNonRetryableApplicationError("the sources no longer have every write the targets took: "+r.prog.ReverseBroken+
+			"; ReverseTraffic is refused, Complete ends the movement", pgerr.ObjectNotInPrerequisiteState, nil)
+	}
 	if name == ReverseTrafficUpdate && r.plan.Imports() {
 		// No router ever sent the tables' traffic to the external
 		// Postgres: the application goes back to it by itself, which the
@@ -259,15 +268,75 @@ func (r *reshard) run(ctx workflow.Context) error {
 		}
 		r.p.step("continued as new: the copy is done")
 		r.prog.Cutover, r.prog.ReadsSwitched = res.Cutover, res.Reads
+		r.prog.Restarts, r.prog.ReverseBroken = res.Restarts, res.ReverseBroken
 		if r.switchedNow() {
-			r.startStreams(ctx, r.plan.Reversed())
+			if r.prog.ReverseBroken == "" {
+				r.startStreams(ctx, r.plan.Reversed())
+			}
 			r.phase(ctx, PhaseSwitched)
 			return r.switched(ctx)
 		}
-	} else {
-		if err := r.validate(ctx); err != nil {
+	} else if err := r.validate(ctx); err != nil {
+		return err
+	}
+	copied := r.in.resume != nil
+	for {
+		err := r.forward(ctx, copied)
+		if err == nil || r.prog.Cutover != nil || ctx.Err() != nil || !IsSourceFailover(err) {
 			return err
 		}
+		if err := r.restart(ctx, err); err != nil {
+			return err
+		}
+		copied = false
+	}
+}
+
+// maxMovementRestarts bounds the restarts sources' failovers cause: a
+// source that keeps failing over is not worth copying again and again.
+const maxMovementRestarts = 3
+
+// restart, after a source failed over before the cutover, stops the
+// streams and undoes the movement on every instance (ResetMovement:
+// slots wherever they are, the targets' rows, origins and progress), so
+// that it starts again from new snapshots: nothing is skipped (a new
+// slot on the new primary would start after changes the targets lack)
+// and nothing is kept that the old primary alone had. After
+// maxMovementRestarts it gives up, and the movement fails (and cleans
+// up) saying why.
+func (r *reshard) restart(ctx workflow.Context, cause error) error {
+	// Movements that failed on this before replay as they did.
+	if workflow.GetVersion(ctx, "source-failover-restart", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return cause
+	}
+	if r.prog.Restarts >= maxMovementRestarts {
+		return failed(cause, "the sources failed over %d times during the movement; it stops", r.prog.Restarts+1)
+	}
+	r.prog.Restarts++
+	r.prog.LastRestart = errText(cause)
+	r.p.step("restart %d of %d from new snapshots: %s", r.prog.Restarts, maxMovementRestarts, r.prog.LastRestart)
+	if err := r.stopStreams(ctx); err != nil {
+		r.p.step("%s", errText(err))
+	}
+	var res ResetMovementResult
+	actx := workflow.WithActivityOptions(ctx, cleanupOptions)
+	actx = withSummary(actx, "undo the movement on %v and %v before it starts again", r.plan.Sources, r.plan.Targets)
+	if err := workflow.ExecuteActivity(actx, ResetMovementActivity, r.plan).Get(ctx, &res); err != nil {
+		return failed(err, "undoing the movement after a source failed over")
+	}
+	if len(res.Unreached) > 0 {
+		r.p.step("the slots could not be dropped on %v: drop them by hand (docs/operations.md)", res.Unreached)
+	}
+	r.plan.Terms = res.Terms
+	r.prog.Copied, r.prog.Streams, r.prog.LastDiff = map[string]int64{}, map[string]LagSample{}, nil
+	r.p.step("the movement is undone; the sources' terms are now %v", res.Terms)
+	return nil
+}
+
+// forward runs the movement up to its cutover, which the operator asks
+// for: the copy (unless copied), the catch-up and the VDiff.
+func (r *reshard) forward(ctx workflow.Context, copied bool) error {
+	if !copied {
 		if err := r.copy(ctx); err != nil {
 			return err
 		}
@@ -341,7 +410,7 @@ func (r *reshard) idle(ctx workflow.Context) error {
 		return err
 	}
 	next := r.in.next(&ReshardResume{Plan: r.plan, Copied: r.prog.Copied, LastDiff: r.prog.LastDiff, Streams: r.prog.Streams,
-		Cutover: r.prog.Cutover, FenceGeneration: r.fenceGen, Reads: r.prog.ReadsSwitched})
+		Cutover: r.prog.Cutover, FenceGeneration: r.fenceGen, Reads: r.prog.ReadsSwitched, Restarts: r.prog.Restarts, ReverseBroken: r.prog.ReverseBroken})
 	return workflow.NewContinueAsNewError(ctx, r.in.name, next)
 }
 
@@ -467,6 +536,7 @@ func (r *reshard) sampleLag(ctx workflow.Context) error {
 	}
 	var lag StreamLagResult
 	err := workflow.ExecuteActivity(withSummary(normal.ctx(ctx), "lag of the streams from %v", r.live.Sources), StreamLagActivity, r.live).Get(ctx, &lag)
+	r.lagFresh = err == nil
 	if err != nil {
 		// A missed sample is not a failure of the reshard.
 		r.p.log.Warn("reading the streams' lag", "error", errText(err))
@@ -488,7 +558,9 @@ func (r *reshard) catchUp(ctx workflow.Context) error {
 		if err := r.sampleLag(ctx); err != nil {
 			return err
 		}
-		caughtUp := true
+		// A sample that failed (a source failing over has no slot to
+		// read) leaves the last one, which may be stale.
+		caughtUp := r.lagFresh || workflow.GetVersion(ctx, "failover-aware-catchup", workflow.DefaultVersion, 1) == workflow.DefaultVersion
 		for _, src := range r.plan.Sources {
 			s, ok := r.prog.Streams[src]
 			caughtUp = caughtUp && ok && s.LagBytes <= limit
@@ -507,7 +579,14 @@ func (r *reshard) catchUp(ctx workflow.Context) error {
 // consistent point itself), runs the VDiff and starts the streams again.
 func (r *reshard) diff(ctx workflow.Context) error {
 	if err := r.stopStreams(ctx); err != nil {
-		return err
+		// DiffTables runs each stream to its consistent point itself,
+		// and fails as it failed if the cause is still there (a source
+		// that failed over: SourceFailover); a stream cut off by a
+		// failover is no reason to fail.
+		if workflow.GetVersion(ctx, "failover-aware-catchup", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return err
+		}
+		r.p.step("%s", errText(err))
 	}
 	res, err := r.runDiff(ctx, r.plan)
 	if err != nil {

@@ -104,6 +104,18 @@ func (r *reshard) cutover(ctx workflow.Context, from ReshardPlan) error {
 		return failed(err, "checking the streams before the cutover")
 	}
 	r.p.step("streams ready for the cutover from %v: catch-up %v s", from.Sources, check.CatchUpSeconds)
+	// A switchover or failover of one of the shards excludes the cutover,
+	// and the cutover a switchover (docs/operations.md). Workflows that
+	// began cutovers before this replay without the records.
+	r.recheck = nil
+	if workflow.GetVersion(ctx, "cutover-exclusion", workflow.DefaultVersion, 1) >= 1 {
+		again, end, err := beginCutover(ctx, from)
+		if err != nil {
+			return err
+		}
+		defer end()
+		r.recheck = again
+	}
 	r.phase(ctx, PhaseSwitching)
 	r.fenceTried, r.fencing = true, from
 	report := &CutoverReport{Reverse: reverse}
@@ -160,8 +172,27 @@ func (r *reshard) beforeSwitch(ctx workflow.Context, in *CutoverInput, report *C
 	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 3, "set the sequences of %s on %v", in.Plan.tableNames(), in.Plan.Targets), SetSequencesActivity, *in).Get(ctx, &seqs); err != nil {
 		return failed(err, "setting the targets' sequences")
 	}
-	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 3, "prepare reverse streams from %v", in.Plan.Targets), PrepareReverseActivity, *in).Get(ctx, nil); err != nil {
+	var terms map[string]int64
+	if err := workflow.ExecuteActivity(cutoverStep(ctx, 30*time.Second, 3, "prepare reverse streams from %v", in.Plan.Targets), PrepareReverseActivity, *in).Get(ctx, &terms); err != nil {
 		return failed(err, "preparing the reverse streams")
+	}
+	// The targets' terms from before their slots, for the reverse
+	// streams; a shard's known term is kept (a slot kept from before,
+	// lost in a failover since, must not pass for a new one). The map is
+	// shared with every copy of the plan.
+	if r.plan.Terms != nil {
+		for shard, term := range terms {
+			if _, ok := r.plan.Terms[shard]; !ok {
+				r.plan.Terms[shard] = term
+			}
+		}
+	}
+	if r.recheck != nil {
+		// A failover that began during the cutover wins: the cutover
+		// backs off before its point of no return.
+		if err := r.recheck(); err != nil {
+			return err
+		}
 	}
 	// Retried until it answers: a failed attempt may have written the
 	// topology (its retry then finds the switch done), so only a refusal
@@ -252,7 +283,7 @@ func (r *reshard) switched(ctx workflow.Context) error {
 			return err
 		}
 		if !requested {
-			if err := r.idle(ctx); err != nil {
+			if err := r.idle(ctx); err != nil && !r.reverseBroke(ctx, err) {
 				return err
 			}
 			continue
@@ -322,4 +353,23 @@ func (r *reshard) complete(ctx workflow.Context) error {
 	}
 	r.p.step("completed: nothing of %s is left on any instance; %s", r.plan.Key, moved)
 	return nil
+}
+
+// reverseBroke takes a reverse stream's failure for a target's failover
+// (IsSourceFailover): its slot is lost with the old primary, so the
+// sources will lack the targets' later writes. The movement does not
+// fail (the targets serve, and must keep serving): it reports why,
+// stops the reverse streams, refuses ReverseTraffic from now on
+// (allowed) and still ends by Complete. Any other error is not its.
+func (r *reshard) reverseBroke(ctx workflow.Context, err error) bool {
+	if !IsSourceFailover(err) || workflow.GetVersion(ctx, "reverse-stream-failover", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return false
+	}
+	r.prog.ReverseBroken = errText(err)
+	r.prog.Error = r.prog.ReverseBroken
+	r.p.step("the reverse streams stop: %s; ReverseTraffic is refused (the sources lack the targets' later writes); Complete ends the movement", r.prog.ReverseBroken)
+	if serr := r.stopStreams(ctx); serr != nil {
+		r.p.step("%s", errText(serr))
+	}
+	return true
 }

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/tesseradb/tessera/activities"
 	"github.com/tesseradb/tessera/pgerr"
 )
 
@@ -53,6 +54,16 @@ type fakeReplicator struct {
 	// queue each "copy <source>" and "stream <source>" was scheduled on.
 	queues map[string]string
 	ranOn  map[string][]string
+	// opConflict, when set, answers BeginOperation (the cutover's
+	// records on its shards).
+	opConflict func(activities.OperationInput) error
+	// streamErr, when set, is what streams that end by themselves
+	// return, until ResetMovement; copyTerms records the term of s1 each
+	// copy's plan holds.
+	streamErr error
+	// stickyStreamErr: ResetMovement leaves streamErr.
+	stickyStreamErr bool
+	copyTerms       []int64
 }
 
 func (f *fakeReplicator) record(call string) {
@@ -101,6 +112,9 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 	reg(CopyTablesActivity, func(ctx context.Context, in SourceInput) (CopyTablesResult, error) {
 		f.record("copy " + in.Source)
 		f.mu.Lock()
+		if in.Source == "s1" {
+			f.copyTerms = append(f.copyTerms, in.Plan.Terms["s1"])
+		}
 		f.ranOn["copy "+in.Source] = append(f.ranOn["copy "+in.Source], activity.GetInfo(ctx).TaskQueue)
 		f.slots[in.Source] = true
 		f.mu.Unlock()
@@ -160,6 +174,33 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 		f.slots = map[string]bool{}
 		return nil
 	})
+	reg("BeginOperation", func(ctx context.Context, in activities.OperationInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.calls = append(f.calls, "begin "+in.Kind)
+		if f.opConflict != nil {
+			return f.opConflict(in)
+		}
+		return nil
+	})
+	reg("EndOperation", func(ctx context.Context, in activities.OperationInput) error {
+		f.record("end " + in.Kind)
+		return nil
+	})
+	reg(ResetMovementActivity, func(ctx context.Context, p ReshardPlan) (ResetMovementResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, s := range p.Sources {
+			if f.streaming[s] {
+				return ResetMovementResult{}, errors.New("reset while stream " + s + " runs")
+			}
+		}
+		f.calls, f.slots = append(f.calls, "reset"), map[string]bool{}
+		if !f.stickyStreamErr {
+			f.streamErr = nil
+		}
+		return ResetMovementResult{Terms: map[string]int64{"s1": 2, "s2": 1}}, nil
+	})
 	registerFakeCutover(t, env, f, reg)
 	registerFakeMoveTables(env, f)
 	// A stream ends by itself only once its source is fenced (it has
@@ -181,6 +222,10 @@ func newReshardEnv(t *testing.T, f *fakeReplicator) *testsuite.TestWorkflowEnvir
 				if f.fenced {
 					delete(f.streaming, in.Source)
 					return nil
+				}
+				if f.streamErr != nil {
+					delete(f.streaming, in.Source)
+					return f.streamErr
 				}
 				return errors.New("a stream ended by itself")
 			})

@@ -4,7 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
 )
 
 // The Reshard workflow's inputs, plan and results are plain JSON: admins
@@ -47,6 +50,9 @@ const (
 	StreamLagActivity      = "StreamLag"
 	DiffTablesActivity     = "DiffTables"
 	CleanupReshardActivity = "CleanupReshard"
+	// ResetMovementActivity undoes a movement before its cutover, so it
+	// can start again from new snapshots after a source failed over.
+	ResetMovementActivity = "ResetMovement"
 	// The cutover's steps, in the order SwitchTraffic runs them.
 	CheckCutoverActivity     = "CheckCutover"
 	SetTableBufferActivity   = "SetTableBuffer"
@@ -163,6 +169,9 @@ type ReshardResume struct {
 	FenceGeneration int `json:"fence_generation,omitempty"`
 	// Reads is set while replica reads alone are switched.
 	Reads *ReadsSwitch `json:"reads,omitempty"`
+	// Restarts and ReverseBroken are ReshardProgress's.
+	Restarts      int    `json:"restarts,omitempty"`
+	ReverseBroken string `json:"reverse_broken,omitempty"`
 }
 
 // ReshardTable is one table of the group: where it is and its shard key.
@@ -224,6 +233,12 @@ type ReshardPlan struct {
 	// plan expects to copy: the source's pg_class.reltuples, or a count
 	// where the table was never analysed.
 	RowsEstimated map[string]map[string]int64 `json:"rows_estimated,omitempty"`
+	// Terms holds each shard's term (store.ShardState.Term) from before
+	// the movement made its slots there: the sources' from the plan (or
+	// the movement's last restart), the targets' from the cutover's
+	// PrepareReverse. A stream whose source's term moved fails with
+	// SourceFailoverError. A shard it does not name is not checked.
+	Terms map[string]int64 `json:"terms,omitempty"`
 }
 
 // MaxCopyBatchRows bounds copy_batch_rows: a batch is one transaction on
@@ -242,6 +257,29 @@ func (p ReshardPlan) EstimatedRows() map[string]int64 {
 		}
 	}
 	return m
+}
+
+// SourceFailoverError is the Type of the non-retryable error the copy
+// and stream activities fail with when their source failed over since
+// its slot was made (its term moved, or the slot is missing on its
+// primary): the slot is lost, and a new one would start after changes
+// the targets lack. The message names the shard and both terms, and
+// begins with its SQLSTATE (55000).
+const SourceFailoverError = "SourceFailover"
+
+// IsSourceFailover says whether err, or an error it wraps (joined
+// errors included), is a SourceFailoverError.
+func IsSourceFailover(err error) bool {
+	if a, ok := err.(*temporal.ApplicationError); ok && a.Type() == SourceFailoverError {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		return slices.ContainsFunc(u.Unwrap(), IsSourceFailover)
+	case interface{ Unwrap() error }:
+		return IsSourceFailover(u.Unwrap())
+	}
+	return false
 }
 
 // Imports says whether the plan imports from an external Postgres.
@@ -376,6 +414,15 @@ type ReshardProgress struct {
 	// targets serve replica reads and the sources everything else.
 	ReadsSwitched *ReadsSwitch `json:"reads_switched,omitempty"`
 	Error         string       `json:"error,omitempty"`
+	// Restarts counts the times a source's failover restarted the
+	// movement from new snapshots; LastRestart says why the last did.
+	Restarts    int    `json:"restarts,omitempty"`
+	LastRestart string `json:"last_restart,omitempty"`
+	// ReverseBroken, after the cutover, says why a reverse stream
+	// stopped for good (a target failed over, its slot lost): the
+	// sources lack the targets' later writes, so ReverseTraffic is
+	// refused; Complete still ends the movement.
+	ReverseBroken string `json:"reverse_broken,omitempty"`
 }
 
 // ReshardResult is how a reshard ended.
@@ -383,4 +430,14 @@ type ReshardResult struct {
 	Phase  string           `json:"phase"`
 	Steps  []string         `json:"steps"`
 	Copied map[string]int64 `json:"rows_copied"`
+}
+
+// ResetMovementResult is what ResetMovement did.
+type ResetMovementResult struct {
+	// Terms are the sources' terms, read before the slots were dropped:
+	// the restarted movement's ReshardPlan.Terms.
+	Terms map[string]int64 `json:"terms"`
+	// Unreached names the instances ("id of shard: why") where the slot
+	// could not be dropped: one left there keeps WAL until dropped.
+	Unreached []string `json:"unreached,omitempty"`
 }

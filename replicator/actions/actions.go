@@ -47,6 +47,7 @@ func (a *Actions) Register(r worker.Registry) {
 		workflows.StreamLagActivity:      a.StreamLag,
 		workflows.DiffTablesActivity:     a.DiffTables,
 		workflows.CleanupReshardActivity: a.CleanupReshard,
+		workflows.ResetMovementActivity:  a.ResetMovement,
 		// The cutover (SwitchTraffic) and Complete.
 		workflows.CheckCutoverActivity:     a.CheckCutover,
 		workflows.SetTableBufferActivity:   a.SetTableBuffer,
@@ -94,7 +95,9 @@ func activityError(err error) error {
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
-		return err
+		// Itself, not wrapped: Temporal reads the retry decision and the
+		// type from the error returned, not from one it wraps.
+		return appErr
 	}
 	if errors.Is(err, context.Canceled) {
 		return err

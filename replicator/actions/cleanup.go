@@ -25,6 +25,8 @@ func (a *Actions) CleanupReshard(ctx context.Context, plan workflows.ReshardPlan
 			return err
 		}
 		err = replicator.DropSlot(ctx, conn, plan.Slot(src))
+		// A failed-over source's old primary may hold the slot too.
+		a.dropSlotEverywhere(ctx, plan, src)
 		if err == nil {
 			_, err = conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{plan.Publication()}.Sanitize())
 		}

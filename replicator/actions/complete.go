@@ -16,14 +16,21 @@ import (
 // topology switch, so the slot holds every write the targets take after
 // it. The forward streams' applied changes, which reach the slot too,
 // carry their replication origin, and the reverse streams skip them.
-func (a *Actions) PrepareReverse(ctx context.Context, in workflows.CutoverInput) error {
+// It returns the targets' terms, read before the slots are made: the
+// reverse streams fail with workflows.SourceFailoverError once a target
+// fails over, its slot lost.
+func (a *Actions) PrepareReverse(ctx context.Context, in workflows.CutoverInput) (map[string]int64, error) {
 	defer beating(ctx, noDetails)()
 	a = a.forPlan(in.Plan)
 	rev := in.Plan.Reversed()
+	terms, err := a.shardTerms(ctx, rev.Sources)
+	if err != nil {
+		return nil, err
+	}
 	for _, shard := range rev.Sources {
 		conn, _, err := a.connect(ctx, shard, rev.Database)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		err = ensurePublication(ctx, conn, rev)
 		if err == nil {
@@ -32,10 +39,10 @@ func (a *Actions) PrepareReverse(ctx context.Context, in workflows.CutoverInput)
 		}
 		closeAll(conn)
 		if err != nil {
-			return activityError(fmt.Errorf("target %s: %w", shard, err))
+			return nil, activityError(fmt.Errorf("target %s: %w", shard, err))
 		}
 	}
-	return nil
+	return terms, nil
 }
 
 // CompleteReshard ends a switched reshard, on every instance: the

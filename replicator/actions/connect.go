@@ -37,6 +37,15 @@ type DiscoveryConnector struct {
 	SSLMode string
 }
 
+// InstanceConnector also reaches every live instance of a shard,
+// replicas included: a failed-over source's old primary may still hold a
+// movement's slot, which keeps WAL there until it is dropped.
+type InstanceConnector interface {
+	// InstanceConnStrings maps each instance with a live sidecar record
+	// to its database's connection string.
+	InstanceConnStrings(ctx context.Context, shard, database string) (map[string]string, error)
+}
+
 // ConnString implements Connector.
 func (c DiscoveryConnector) ConnString(ctx context.Context, shard, database string) (string, error) {
 	st, err := c.Store.GetShardState(ctx, shard)
@@ -59,9 +68,32 @@ func (c DiscoveryConnector) ConnString(ctx context.Context, shard, database stri
 	if addr == "" {
 		return "", fmt.Errorf("primary %s of shard %s has no live sidecar record with a Postgres address", st.Primary, shard)
 	}
+	return c.connString(st.Primary, addr, database)
+}
+
+// InstanceConnStrings implements InstanceConnector.
+func (c DiscoveryConnector) InstanceConnStrings(ctx context.Context, shard, database string) (map[string]string, error) {
+	recs, err := c.Store.ListRecords(ctx, store.KindSidecar)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, r := range recs {
+		if r.ShardUID != shard || r.PostgresAddr == "" {
+			continue
+		}
+		if out[r.InstanceID], err = c.connString(r.InstanceID, r.PostgresAddr, database); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// connString is the connection string of instance's database at addr.
+func (c DiscoveryConnector) connString(instance, addr, database string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", fmt.Errorf("primary %s: postgres address %q: %w", st.Primary, addr, err)
+		return "", fmt.Errorf("instance %s: postgres address %q: %w", instance, addr, err)
 	}
 	if c.PasswordFile == "" {
 		return "", pgerr.New(pgerr.ConfigFileError, "the worker has no replicator password file (tessera worker --replicator-password-file)")

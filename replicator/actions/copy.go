@@ -49,6 +49,9 @@ func (a *Actions) CopyTables(ctx context.Context, in workflows.SourceInput) (wor
 	if err != nil {
 		return res, activityError(err)
 	}
+	if err := a.checkTerm(ctx, plan, in.Source); err != nil {
+		return res, err
+	}
 	src, srcURL, err := a.connect(ctx, in.Source, plan.Database)
 	if err != nil {
 		return res, err
@@ -64,12 +67,19 @@ func (a *Actions) CopyTables(ctx context.Context, in workflows.SourceInput) (wor
 	}
 	if exists {
 		slot, temporary = slot+"_c", true
+	} else if err := a.checkNoEarlierCopy(ctx, plan, in.Source); err != nil {
+		return res, err
 	}
 	snap, err := replicator.OpenSnapshot(ctx, srcURL, slot, temporary)
 	if err != nil {
 		return res, activityError(fmt.Errorf("source %s: %w", in.Source, err))
 	}
 	defer snap.Close(context.Background())
+	// A promotion between the check above and the slot: the slot may be
+	// on the old primary.
+	if err := a.checkTerm(ctx, plan, in.Source); err != nil {
+		return res, err
+	}
 	readConn, _, err := a.connect(ctx, in.Source, plan.Database)
 	if err != nil {
 		return res, err

@@ -210,7 +210,7 @@ func TestCutoverActivitiesSwitchAndComplete(t *testing.T) {
 		}
 	}
 
-	if err := a.PrepareReverse(ctx, in); err != nil {
+	if _, err := a.PrepareReverse(ctx, in); err != nil {
 		t.Fatal(err)
 	}
 	rev := plan.Reversed()

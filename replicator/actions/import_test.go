@@ -124,7 +124,7 @@ func TestImportActivities(t *testing.T) {
 	if next, high := count(t, s1, "SELECT nextval('orders_id_seq')"), count(t, ext, "SELECT max(id) FROM orders"); next <= high {
 		t.Fatalf("s1's next order id %d is not past the external %d", next, high)
 	}
-	if err := a.PrepareReverse(ctx, cut); err != nil {
+	if _, err := a.PrepareReverse(ctx, cut); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.SwitchTopology(ctx, cut); err != nil {

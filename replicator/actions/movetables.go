@@ -63,6 +63,10 @@ func (a *Actions) PlanMoveTables(ctx context.Context, in workflows.PlanMoveTable
 	if err := a.checkMoveTargets(ctx, plan); err != nil {
 		return plan, err
 	}
+	// Before any slot: a promotion from now on is seen as a failover.
+	if plan.Terms, err = a.shardTerms(ctx, plan.Sources); err != nil {
+		return plan, err
+	}
 	return plan, a.estimateRows(ctx, &plan)
 }
 

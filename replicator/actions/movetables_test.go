@@ -201,7 +201,7 @@ func TestMoveTablesActivities(t *testing.T) {
 	if next := count(t, a1, "SELECT nextval('orders_id_seq')"); next <= high {
 		t.Fatalf("a1's next order id %d is not past %d", next, high)
 	}
-	if err := a.PrepareReverse(ctx, cut); err != nil {
+	if _, err := a.PrepareReverse(ctx, cut); err != nil {
 		t.Fatal(err)
 	}
 	sw, err := a.SwitchTopology(ctx, cut)

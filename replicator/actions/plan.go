@@ -53,6 +53,10 @@ func (a *Actions) PlanReshard(ctx context.Context, in workflows.PlanReshardInput
 	if plan.Queues, err = a.planQueues(ctx, plan); err != nil {
 		return plan, err
 	}
+	// Before any slot: a promotion from now on is seen as a failover.
+	if plan.Terms, err = a.shardTerms(ctx, plan.Sources); err != nil {
+		return plan, err
+	}
 	return plan, nil
 }
 

@@ -21,6 +21,9 @@ import (
 // source transaction.
 func (a *Actions) StreamChanges(ctx context.Context, in workflows.SourceInput) error {
 	a = a.forPlan(in.Plan)
+	if err := a.checkTerm(ctx, in.Plan, in.Source); err != nil {
+		return err
+	}
 	s, closeConns, err := a.newStream(ctx, in.Plan, in.Source)
 	if err != nil {
 		return err
@@ -32,7 +35,7 @@ func (a *Actions) StreamChanges(ctx context.Context, in workflows.SourceInput) e
 		return workflows.StreamHeartbeat{Source: in.Source, LagBytes: bytes, LagSeconds: seconds}
 	})
 	defer stop()
-	return streamError(ctx, s.Run(ctx), in.Source)
+	return streamError(ctx, a.watchTerm(ctx, in.Plan, in.Source, s.Run), in.Source)
 }
 
 // runStream runs a source's stream up to stopAt (DiffTables' consistent
@@ -44,7 +47,7 @@ func (a *Actions) runStream(ctx context.Context, plan workflows.ReshardPlan, sou
 	}
 	defer closeConns()
 	s.StopAt = stopAt
-	return streamError(ctx, s.Run(ctx), source)
+	return streamError(ctx, a.watchTerm(ctx, plan, source, s.Run), source)
 }
 
 // streamError is a stream's end as the activity reports it.
