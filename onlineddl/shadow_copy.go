@@ -44,6 +44,8 @@ func (a *Activities) CopyShadow(ctx context.Context, in workflows.ShadowInput) (
 	switch {
 	case rec == nil:
 		return workflows.ShadowResult{}, refuse(pgerr.ObjectNotInPrerequisiteState, "shard %s: the migration has no shadow table (PrepareShadow first)", in.Shard)
+	case rec.state == workflows.ShadowCancelled:
+		return workflows.ShadowResult{}, refuse(pgerr.ObjectNotInPrerequisiteState, "shard %s: the migration was cancelled", in.Shard)
 	case rec.state != workflows.ShadowPrepared:
 		return workflows.ShadowResult{State: rec.state, AlreadyDone: true}, nil
 	}

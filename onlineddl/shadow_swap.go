@@ -74,8 +74,10 @@ func (a *Activities) SwapShadow(ctx context.Context, in workflows.ShadowInput) (
 		}
 	case rec.state == workflows.ShadowSwapped:
 		res.AlreadyDone = true
-	default:
+	case rec.state == workflows.ShadowCompleted:
 		return workflows.ShadowResult{State: rec.state, AlreadyDone: true}, nil
+	default:
+		return res, refuse(pgerr.ObjectNotInPrerequisiteState, "shard %s: the migration is %s", in.Shard, rec.state)
 	}
 	res.State = workflows.ShadowSwapped
 	if err := afterSwap(ctx, conn, n, in.MigrationID, rec); err != nil {
