@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -113,7 +114,7 @@ func (r *running) stop() error {
 // again while a round takes longer than catchUpRound, so that the swap's
 // lock waits for few transactions.
 func (r *running) catchUp(ctx context.Context, conn *pgx.Conn) error {
-	for {
+	for round := 1; ; round++ {
 		var lsn pglogrepl.LSN
 		if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&lsn); err != nil {
 			return err
@@ -132,7 +133,12 @@ func (r *running) catchUp(ctx context.Context, conn *pgx.Conn) error {
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
-		if time.Since(start) < catchUpRound {
+		// Under steady writes a round never ends at once: a batch
+		// applies every 100 ms at least. After catchUpRounds the stream
+		// is as close as it gets; what is left, it applies under the
+		// lock.
+		if took := time.Since(start); took < catchUpRound || round >= catchUpRounds {
+			slog.Debug("shadow stream caught up", "rounds", round, "last", took)
 			return nil
 		}
 	}
@@ -140,7 +146,10 @@ func (r *running) catchUp(ctx context.Context, conn *pgx.Conn) error {
 
 // catchUpRound: a catch-up round shorter than this leaves so little that
 // the swap may take its lock.
-const catchUpRound = 200 * time.Millisecond
+const (
+	catchUpRound  = 500 * time.Millisecond
+	catchUpRounds = 20
+)
 
 // StreamShadow keeps the old table current after the swap: it runs the
 // reverse stream (the new table's writes, cast back to the old types,

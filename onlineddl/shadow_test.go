@@ -42,6 +42,7 @@ type writers struct {
 	ops     int
 	errs    []error
 	maxGap  time.Duration
+	gapEnd  time.Time // when the longest pause ended
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	started bool
@@ -129,7 +130,9 @@ func (w *writers) run(c *pgx.Conn, me, n int) {
 		if err != nil {
 			w.errs = append(w.errs, err)
 		}
-		w.maxGap = max(w.maxGap, now.Sub(last))
+		if gap := now.Sub(last); gap > w.maxGap {
+			w.maxGap, w.gapEnd = gap, now
+		}
 		w.mu.Unlock()
 		last = now
 	}
