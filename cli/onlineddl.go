@@ -171,6 +171,9 @@ func progressLine(p workflows.OnlineDDLProgress) string {
 	parts := make([]string, len(p.Shards))
 	for i, s := range p.Shards {
 		parts[i] = fmt.Sprintf("%s %s", s.Shard, s.State)
+		if s.Shadow != "" {
+			parts[i] += " " + s.Shadow
+		}
 		if s.Attempts > 1 || s.LastError != "" {
 			parts[i] += fmt.Sprintf(" (attempt %d", s.Attempts)
 			if s.LastError != "" {
@@ -199,7 +202,12 @@ func printOnlineDDLProgress(w io.Writer, p workflows.OnlineDDLProgress) {
 			if s.AlreadyApplied {
 				ms = "already applied"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", s.Shard, s.State, s.Attempts, ms, s.LastError)
+			state := s.State
+			if s.Shadow != "" {
+				// The shadow path's Millis is the swap's lock time.
+				state += " (" + s.Shadow + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", s.Shard, state, s.Attempts, ms, s.LastError)
 		}
 		tw.Flush()
 	}
