@@ -143,6 +143,8 @@ func (a *Activities) PrepareShadow(ctx context.Context, in workflows.ShadowInput
 		return workflows.ShadowResult{}, activityError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	stop := beatEvery(ctx, 5*time.Second, func() any { return nil })
+	defer stop()
 	if rec != nil {
 		return workflows.ShadowResult{State: rec.state, AlreadyDone: true}, nil
 	}

@@ -77,6 +77,8 @@ func (a *Activities) CancelShadow(ctx context.Context, in workflows.ShadowInput)
 		return workflows.ShadowResult{}, activityError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	stop := beatEvery(ctx, 5*time.Second, func() any { return nil })
+	defer stop()
 	if rec != nil && rec.state != workflows.ShadowPrepared && rec.state != workflows.ShadowCopied && rec.state != workflows.ShadowCancelled {
 		return workflows.ShadowResult{}, refuse(pgerr.ObjectNotInPrerequisiteState, "shard %s: the table has swapped (%s): revert it instead", in.Shard, rec.state)
 	}
@@ -101,6 +103,8 @@ func (a *Activities) endShadow(ctx context.Context, in workflows.ShadowInput, fr
 		return workflows.ShadowResult{}, activityError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	stop := beatEvery(ctx, 5*time.Second, func() any { return nil })
+	defer stop()
 	switch {
 	case rec != nil && rec.state == to:
 		return workflows.ShadowResult{State: to, AlreadyDone: true}, nil
