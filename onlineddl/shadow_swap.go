@@ -176,6 +176,9 @@ func (a *Activities) swap(ctx context.Context, conn *pgx.Conn, in workflows.Shad
 	if err != nil {
 		return res, err
 	}
+	if validate == nil {
+		validate = []string{} // the column is NOT NULL; pgx sends a nil slice as NULL
+	}
 	if _, err := tx.Exec(ctx, `UPDATE _tessera.shadow_migrations SET state = $2, swap_lsn = pg_current_wal_lsn(), validate = $3, updated_at = now()
 		WHERE id = $1`, in.MigrationID, state, validate); err != nil {
 		return res, err
