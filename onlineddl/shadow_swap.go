@@ -129,6 +129,13 @@ func (a *Activities) swap(ctx context.Context, conn *pgx.Conn, in workflows.Shad
 		// what keeps the pause short.
 		defer a.Store.ClearTableBuffer(context.WithoutCancel(ctx), id)
 	}
+	// The marker's session is opened before the lock: connecting (and
+	// authenticating) is not work to do while the table is locked.
+	mconn, err := pgx.Connect(ctx, stream.url)
+	if err != nil {
+		return res, err
+	}
+	defer mconn.Close(context.WithoutCancel(ctx))
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return res, err
@@ -148,12 +155,7 @@ func (a *Activities) swap(ctx context.Context, conn *pgx.Conn, in workflows.Shad
 	// transaction only once it commits, and this one holds the lock
 	// until the exchange is done. Every transaction that wrote to the
 	// table committed before the lock was granted, so before the marker.
-	mconn, err := pgx.Connect(ctx, stream.url)
-	if err != nil {
-		return res, err
-	}
 	_, err = mconn.Exec(ctx, "SET synchronous_commit = on; SELECT pg_logical_emit_message(true, '"+marker.Prefix+"', '"+marker.Content+"')")
-	mconn.Close(context.WithoutCancel(ctx))
 	if err != nil {
 		return res, fmt.Errorf("writing the swap's marker: %w", err)
 	}
