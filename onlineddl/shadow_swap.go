@@ -241,7 +241,7 @@ func validateFKs(ctx context.Context, conn *pgx.Conn, id string, list []string) 
 // stream's walsender not gone yet) fails with 55006, retried.
 func dropStream(ctx context.Context, conn *pgx.Conn, n shadowNames, forward bool) error {
 	for _, s := range []string{n.slot(forward), n.slot(forward) + "_c"} {
-		if err := replicator.DropSlot(ctx, conn, s); err != nil {
+		if err := dropSlot(ctx, conn, s); err != nil {
 			return err
 		}
 	}
@@ -259,4 +259,25 @@ func dropStream(ctx context.Context, conn *pgx.Conn, n shadowNames, forward bool
 		}
 	}
 	return nil
+}
+
+// slotBusyWait bounds how long dropSlot waits for a stream that has just
+// stopped to let its slot go: its walsender exits a moment after the
+// connection closes.
+const slotBusyWait = 5 * time.Second
+
+func dropSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
+	deadline := time.Now().Add(slotBusyWait)
+	for {
+		err := replicator.DropSlot(ctx, conn, slot)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
