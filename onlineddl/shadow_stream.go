@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/replicator"
@@ -137,9 +138,21 @@ func (r *running) catchUp(ctx context.Context, conn *pgx.Conn) error {
 		// applies every 100 ms at least. After catchUpRounds the stream
 		// is as close as it gets; what is left, it applies under the
 		// lock.
-		if took := time.Since(start); took < catchUpRound || round >= catchUpRounds {
+		took := time.Since(start)
+		switch {
+		case took < catchUpRound:
 			slog.Debug("shadow stream caught up", "rounds", round, "last", took)
 			return nil
+		case round >= catchUpRounds && took < catchUpBehind:
+			slog.Debug("shadow stream as close as it gets", "rounds", round, "last", took)
+			return nil
+		case round >= catchUpRounds:
+			// Locking now would pause the table's writers for as long as
+			// the stream needs to apply its backlog: the attempt ends,
+			// nothing changed, and the workflow retries it later.
+			return temporal.NewApplicationError(fmt.Sprintf(
+				"the stream does not keep up with the table's writes (its last catch-up round took %s): the swap is not attempted", took.Round(time.Millisecond)),
+				pgerr.QueryCanceled)
 		}
 	}
 }
@@ -149,6 +162,9 @@ func (r *running) catchUp(ctx context.Context, conn *pgx.Conn) error {
 const (
 	catchUpRound  = 500 * time.Millisecond
 	catchUpRounds = 20
+	// catchUpBehind: a stream whose rounds still take this long after
+	// catchUpRounds is too far behind to take the lock.
+	catchUpBehind = 2 * time.Second
 )
 
 // StreamShadow keeps the old table current after the swap: it runs the
