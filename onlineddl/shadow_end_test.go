@@ -72,7 +72,7 @@ func TestShadowCancelLeavesNothingAndCompleteKeepsEverythingWorking(t *testing.T
 	if _, err := a.CompleteShadow(ctx, in); err == nil {
 		t.Error("complete before the swap succeeded")
 	}
-	if _, err := a.SwapShadow(ctx, in); err != nil {
+	if _, err := retried(t, func() (workflows.ShadowResult, error) { return a.SwapShadow(ctx, in) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.CancelShadow(ctx, in); err == nil {

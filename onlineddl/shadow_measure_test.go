@@ -43,7 +43,7 @@ func TestShadowSwapLockAgainstTheSameALTERRunDirectly(t *testing.T) {
 		t.Fatal(err)
 	}
 	copied := time.Since(start)
-	swap, err := a.SwapShadow(ctx, in)
+	swap, err := retried(t, func() (workflows.ShadowResult, error) { return a.SwapShadow(ctx, in) })
 	if err != nil {
 		t.Fatal(err)
 	}

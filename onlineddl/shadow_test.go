@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/tesseradb/tessera/workflows"
 )
@@ -128,7 +129,7 @@ func (w *writers) run(c *pgx.Conn, me, n int) {
 		w.mu.Lock()
 		w.ops++
 		if err != nil {
-			w.errs = append(w.errs, err)
+			w.errs = append(w.errs, fmt.Errorf("%s: id %d at %s: %w", now.Format("15:04:05.000"), id, now.Format("15:04:05.000"), err))
 		}
 		if gap := now.Sub(last); gap > w.maxGap {
 			w.maxGap, w.gapEnd = gap, now
@@ -155,7 +156,7 @@ func (w *writers) finish(t *testing.T, conn *pgx.Conn, table string) {
 	close(w.stop)
 	w.wg.Wait()
 	if len(w.errs) > 0 {
-		t.Errorf("%d of %d writes failed, the first: %v", len(w.errs), w.ops, w.errs[0])
+		t.Errorf("%d of %d writes failed: %v", len(w.errs), w.ops, w.errs)
 	}
 	got := map[int64]int32{}
 	rows, err := conn.Query(testCtx(t), "SELECT id, amount FROM "+table)
@@ -198,6 +199,22 @@ func shadowInput(t *testing.T, a *Activities, sql string) workflows.ShadowInput 
 	}
 	return workflows.ShadowInput{MigrationID: "wf/run1", Database: "sh", Shard: "s1", SQL: sql, Plan: p,
 		LockTimeoutMillis: 2000, BatchRows: 3000, BufferMillis: 5000}
+}
+
+// retried runs a step again after a failure the workflow would retry (a
+// lock not granted, a stream not keeping up on a loaded machine), as the
+// workflow does, a few times.
+func retried(t *testing.T, step func() (workflows.ShadowResult, error)) (workflows.ShadowResult, error) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		res, err := step()
+		var appErr *temporal.ApplicationError
+		if err == nil || attempt == 10 || !errors.As(err, &appErr) || appErr.NonRetryable() {
+			return res, err
+		}
+		t.Logf("attempt %d failed, retrying: %v", attempt, err)
+		time.Sleep(time.Second)
+	}
 }
 
 // scalar reads one value.
@@ -252,10 +269,11 @@ func TestShadowSwapUnderWritesThenRevertGivesEveryWriteBack(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // writes for the stream to carry
 
-	res, err = a.SwapShadow(ctx, in)
+	res, err = retried(t, func() (workflows.ShadowResult, error) { return a.SwapShadow(ctx, in) })
 	if err != nil {
 		t.Fatalf("swap: %v", err)
 	}
+	t.Logf("swapped at %s", time.Now().Format("15:04:05.000"))
 	t.Logf("swap held the lock %.1f ms (%.1f ms of it for the stream to reach the marker); moved %v", res.LockMillis, res.CatchUpMillis, res.Moved)
 	if res, err := a.SwapShadow(ctx, in); err != nil || !res.AlreadyDone {
 		t.Fatalf("swap again: %+v, %v; want already done", res, err)
@@ -273,11 +291,11 @@ func TestShadowSwapUnderWritesThenRevertGivesEveryWriteBack(t *testing.T) {
 		t.Fatalf("reverse stream: %v", err)
 	}
 
-	res, err = a.RevertShadow(ctx, in)
+	res, err = retried(t, func() (workflows.ShadowResult, error) { return a.RevertShadow(ctx, in) })
 	if err != nil {
 		t.Fatalf("revert: %v", err)
 	}
-	t.Logf("revert held the lock %.1f ms", res.LockMillis)
+	t.Logf("reverted at %s: revert held the lock %.1f ms", time.Now().Format("15:04:05.000"), res.LockMillis)
 	w.finish(t, conn, "orders")
 	checkSwapped(t, conn, "integer", "")
 	if n := scalar[int](t, conn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'tessera_ddl_%'"); n != 0 {
