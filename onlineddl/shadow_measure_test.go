@@ -33,7 +33,7 @@ func TestShadowSwapLockAgainstTheSameALTERRunDirectly(t *testing.T) {
 	in := shadowInput(t, a, sql)
 	in.BatchRows = 0 // the default
 	conn := shardConn(t, "sh", "s1")
-	w := startWriters(t, testPostgres(t).ConnConfig("sh_s1", ""), 2)
+	w := startWriters(t, testPostgres(t).ConnConfig("sh_s1", ""), 2, 0)
 	start := time.Now()
 	if _, err := a.PrepareShadow(ctx, in); err != nil {
 		t.Fatal(err)
@@ -70,7 +70,7 @@ func TestShadowSwapLockAgainstTheSameALTERRunDirectly(t *testing.T) {
 	}
 	p.Execution = "transaction" // run it as the direct path would
 	conn2 := shardConn(t, "sh", "s2")
-	w2 := startWriters(t, testPostgres(t).ConnConfig("sh_s2", ""), 2)
+	w2 := startWriters(t, testPostgres(t).ConnConfig("sh_s2", ""), 2, 0)
 	time.Sleep(200 * time.Millisecond)
 	direct, err := a.ApplyDDL(ctx, workflows.ApplyDDLInput{MigrationID: "direct", Database: "sh", Shard: "s2", SQL: sql, Plan: p, LockTimeoutMillis: 2000})
 	if err != nil {

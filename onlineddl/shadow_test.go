@@ -38,20 +38,24 @@ const shadowTestDDL = `CREATE TABLE customers (id int PRIMARY KEY);
 // until stopped, keeping what each acknowledged write left: every insert's
 // row, every update's amount, every delete's absence.
 type writers struct {
-	mu      sync.Mutex
-	want    map[int64]int32 // id -> amount, as the acknowledged writes left it
-	ops     int
-	errs    []error
-	maxGap  time.Duration
-	gapEnd  time.Time // when the longest pause ended
-	stop    chan struct{}
+	mu     sync.Mutex
+	want   map[int64]int32 // id -> amount, as the acknowledged writes left it
+	ops    int
+	errs   []error
+	maxGap time.Duration
+	gapEnd time.Time // when the longest pause ended
+	stop   chan struct{}
+	// pace is a pause after each write: the test of the swap and revert
+	// must not depend on a stream outrunning unpaced writers, which a
+	// stream built with -race on a loaded machine does not.
+	pace    time.Duration
 	wg      sync.WaitGroup
 	started bool
 }
 
-func startWriters(t *testing.T, url string, n int) *writers {
+func startWriters(t *testing.T, url string, n int, pace time.Duration) *writers {
 	t.Helper()
-	w := &writers{want: map[int64]int32{}, stop: make(chan struct{})}
+	w := &writers{want: map[int64]int32{}, stop: make(chan struct{}), pace: pace}
 	conn := connect(t, url)
 	rows, err := conn.Query(testCtx(t), "SELECT id, amount FROM orders")
 	if err != nil {
@@ -135,7 +139,10 @@ func (w *writers) run(c *pgx.Conn, me, n int) {
 			w.maxGap, w.gapEnd = gap, now
 		}
 		w.mu.Unlock()
-		last = now
+		if w.pace > 0 {
+			time.Sleep(w.pace)
+		}
+		last = time.Now()
 	}
 }
 
@@ -246,7 +253,7 @@ func TestShadowSwapUnderWritesThenRevertGivesEveryWriteBack(t *testing.T) {
 		t.Fatalf("the shadow's id is %s", typ)
 	}
 
-	w := startWriters(t, url, 2)
+	w := startWriters(t, url, 2, 2*time.Millisecond)
 	// The first copy stops after two batches, as a killed worker's would;
 	// the next resumes from a snapshot of its own.
 	afterShadowBatch = func(batch int) error {
