@@ -37,8 +37,14 @@ the table (ADD COLUMN with a constant default, DROP COLUMN, renames, ADD
 CONSTRAINT ... NOT VALID, VALIDATE CONSTRAINT, CREATE INDEX CONCURRENTLY...)
 takes the direct path: it runs on the first shard, then on the others, each
 attempt waiting at most --lock-timeout for its lock and retried with backoff
-until it succeeds. A change that rewrites the table needs the shadow-table
-path, which is planned: the migration ends with SQLSTATE 0A000 and says why.
+until it succeeds. A change that rewrites the table (ALTER COLUMN TYPE, ...)
+takes the shadow-table path: on every shard at once a shadow table with the
+new definition is created and filled from a consistent snapshot, the change
+stream keeps it current, and it is swapped in by rename under a short lock
+while routers hold the table's statements. With --hold-for-revert the old
+tables are kept current after the swap until tessera onlineddl complete ID
+(drops them) or tessera onlineddl revert ID (swaps them back); the command
+then returns once the migration has started.
 
 Migrations of the same table run one at a time (their workflow id is derived
 from the database and the table): if one runs, this command waits for it to
@@ -62,7 +68,7 @@ cancel ID, tessera schema check.`,
 			}
 			defer tc.Close()
 			run, err := launch.StartOnlineDDL(ctx, cmd.ErrOrStderr(), tc, id, queue, in, true)
-			if err != nil || noWait {
+			if err != nil || noWait || in.HoldForRevert {
 				return err
 			}
 			res, err := followOnlineDDL(ctx, cmd.ErrOrStderr(), tc, run)
@@ -79,7 +85,8 @@ cancel ID, tessera schema check.`,
 	cmd.Flags().StringVar(&queue, "task-queue", workflows.TaskQueue, "the task queue of the workers that run it")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "start it and return (follow it with tessera onlineddl show ID)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	cmd.AddCommand(newOnlineDDLShowCommand(), newOnlineDDLCancelCommand())
+	cmd.Flags().BoolVar(&in.HoldForRevert, "hold-for-revert", false, "shadow path: keep the old tables current after the swap until complete or revert (implies --no-wait)")
+	cmd.AddCommand(newOnlineDDLShowCommand(), newOnlineDDLCancelCommand(), newOnlineDDLCompleteCommand(), newOnlineDDLRevertCommand())
 	return cmd
 }
 
@@ -125,6 +132,9 @@ func progressLine(p workflows.OnlineDDLProgress) string {
 	parts := make([]string, len(p.Shards))
 	for i, s := range p.Shards {
 		parts[i] = fmt.Sprintf("%s %s", s.Shard, s.State)
+		if s.Shadow != "" {
+			parts[i] += " " + s.Shadow
+		}
 		if s.Attempts > 1 || s.LastError != "" {
 			parts[i] += fmt.Sprintf(" (attempt %d", s.Attempts)
 			if s.LastError != "" {
@@ -153,7 +163,12 @@ func printOnlineDDLProgress(w io.Writer, p workflows.OnlineDDLProgress) {
 			if s.AlreadyApplied {
 				ms = "already applied"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", s.Shard, s.State, s.Attempts, ms, s.LastError)
+			state := s.State
+			if s.Shadow != "" {
+				// The shadow path's Millis is the swap's lock time.
+				state += " (" + s.Shadow + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", s.Shard, state, s.Attempts, ms, s.LastError)
 		}
 		tw.Flush()
 	}

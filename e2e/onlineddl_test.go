@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -42,10 +43,12 @@ const onlineDDLRows = 200000
 // attempts there time out and are retried until the lock is released, and
 // every shard ends with the new column. The change takes the direct path
 // on 200k rows per shard (the figures are logged). Then a statement that
-// needs the shadow path ends with 0A000, and a column added to one shard
-// by hand shows in the schema check.
+// rewrites the table takes the shadow path through the CLI, with s2's
+// table locked until its swap has timed out once, and every shard ends on
+// the new type; a column added to one shard by hand shows in the schema
+// check.
 func TestOnlineDDLOnRealTemporal(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	pg := reshardPostgres(t, ctx)
 	shards := []string{"s0", "s1", "s2"}
@@ -186,10 +189,70 @@ func TestOnlineDDLOnRealTemporal(t *testing.T) {
 		t.Errorf("tessera onlineddl show: exit %d, stdout %q", code, out)
 	}
 
-	// A rewrite needs the shadow path, which is planned.
-	out, errOut, code := runCLI(ctx, "onlineddl", "--task-queue", queue, "--database", "store", "ALTER TABLE orders ALTER COLUMN qty TYPE bigint")
-	if code == 0 || !strings.Contains(errOut, "planned: the shadow-table path") || !strings.Contains(errOut, "SQLSTATE 0A000") {
-		t.Errorf("a rewrite: exit %d, stdout %q, stderr %q; want 0A000 planned: the shadow-table path", code, out, errOut)
+	// A rewrite takes the shadow path: on every shard a shadow table is
+	// copied, kept current and swapped in. s2's table is locked (ACCESS
+	// SHARE, as a long reader would) until s2's swap has failed on its
+	// lock_timeout at least once: the swap is retried there and every
+	// shard ends on the new type.
+	lockTx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockTx.Exec(ctx, "LOCK TABLE orders IN ACCESS SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := make(chan struct{})
+	go func() {
+		defer close(unlocked)
+		defer lockTx.Rollback(context.Background())
+		for ctx.Err() == nil {
+			time.Sleep(200 * time.Millisecond)
+			v, err := tc.QueryWorkflow(ctx, id, "", workflows.OnlineDDLProgressQuery)
+			var p workflows.OnlineDDLProgress
+			if err != nil || v.Get(&p) != nil || len(p.Shards) < 3 {
+				continue
+			}
+			if strings.Contains(p.Shards[2].LastError, "lock timeout") {
+				return
+			}
+		}
+	}()
+	started = time.Now()
+	out, errOut, code := runCLI(ctx, "onlineddl", "--task-queue", queue, "--database", "store", "--lock-timeout", "500ms",
+		"--json", "ALTER TABLE orders ALTER COLUMN qty TYPE bigint")
+	<-unlocked
+	if code != 0 {
+		t.Fatalf("the shadow path: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var shadow workflows.OnlineDDLResult
+	if err := json.Unmarshal([]byte(out), &shadow); err != nil {
+		t.Fatalf("%v in %q", err, out)
+	}
+	t.Logf("the shadow path on %d rows per shard took %s", onlineDDLRows, time.Since(started).Round(time.Millisecond))
+	if shadow.Phase != workflows.PhaseDone || shadow.Plan == nil || shadow.Plan.Path != workflows.PathShadow ||
+		shadow.SchemaCheck == nil || len(shadow.SchemaCheck.Differences) != 0 {
+		t.Fatalf("the shadow path: %+v", shadow.OnlineDDLProgress)
+	}
+	for _, s := range shadow.Shards {
+		t.Logf("shard %s: %s, %d rows copied, the swap held the lock %.1f ms, %d attempts over all steps (last error %q)",
+			s.Shard, s.Shadow, s.Rows, s.Millis, s.Attempts, s.LastError)
+		if s.Shadow != workflows.ShadowCompleted {
+			t.Errorf("shard %s: %s, want completed", s.Shard, s.Shadow)
+		}
+	}
+	if s2 := shadow.Shards[2]; s2.Attempts < 5 {
+		t.Errorf("s2: %d attempts, want the swap retried after its lock timeout", s2.Attempts)
+	}
+	for _, s := range shards {
+		var typ string
+		var n int64
+		if err := conns[s].QueryRow(ctx, `SELECT format_type(atttypid, atttypmod), (SELECT count(*) FROM orders WHERE qty = 0)
+			FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'qty'`).Scan(&typ, &n); err != nil {
+			t.Fatalf("shard %s: %v", s, err)
+		}
+		if typ != "bigint" || n != onlineDDLRows {
+			t.Errorf("shard %s: qty is %s with %d rows of 0, want bigint and %d", s, typ, n, onlineDDLRows)
+		}
 	}
 
 	// One shard changed by hand: the schema check names it.

@@ -39,6 +39,14 @@ func (a *Activities) Register(r worker.Registry) {
 		workflows.PlanOnlineDDLActivity: a.PlanOnlineDDL,
 		workflows.ApplyDDLActivity:      a.ApplyDDL,
 		workflows.CheckSchemaActivity:   a.CheckSchema,
+
+		workflows.PrepareShadowActivity:  a.PrepareShadow,
+		workflows.CopyShadowActivity:     a.CopyShadow,
+		workflows.SwapShadowActivity:     a.SwapShadow,
+		workflows.StreamShadowActivity:   a.StreamShadow,
+		workflows.RevertShadowActivity:   a.RevertShadow,
+		workflows.CompleteShadowActivity: a.CompleteShadow,
+		workflows.CancelShadowActivity:   a.CancelShadow,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

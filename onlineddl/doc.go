@@ -5,6 +5,21 @@
 // idempotently, and CheckSchema compares every table's definition between
 // the shards that hold it.
 //
+// # The shadow path
+//
+// A statement that rewrites its table runs on one shard as PrepareShadow
+// (a shadow table LIKE the table, the statement run on it), CopyShadow (a
+// resumable copy from the forward slot's exported snapshot, cast to the
+// new types), SwapShadow (the forward stream caught up, then under the
+// table's lock the stream run to a marker and the tables exchanged, with
+// what hangs off the table by OID moved: see exchange), StreamShadow (the
+// reverse stream into the old table), RevertShadow, CompleteShadow and
+// CancelShadow. The copy, the streams and their bookkeeping are the
+// replicator's (package replicator), applied within one database from the
+// table into another (replicator.StreamTable.Into). Each shard records
+// its state in _tessera.shadow_migrations, changed in the transaction of
+// the step it records, so every activity is idempotent.
+//
 // # Idempotence
 //
 // A retried ApplyDDL must not run a change twice, nor fail because an

@@ -24,6 +24,15 @@ import (
 type StreamTable struct {
 	Table     *Table
 	Placement *topo.Placement
+	// Into, when set, is the table the changes are applied to instead of
+	// Table's namesake on the targets: OnlineDDL's shadow table (or, after
+	// its swap, the old table) in the source's own database. Only the
+	// columns Into has by name are written, each value cast explicitly to
+	// Into's type for it (the shadow's definition is the changed one, so
+	// a value cannot go over unchanged); Into must hold a unique index on
+	// Table's order key. With Into, Placement may be nil when the stream
+	// has exactly one target.
+	Into *Table
 }
 
 // relation is a source relation as the stream decodes it: which of its
@@ -33,6 +42,9 @@ type relation struct {
 	// col[j] is the relation column that holds table column j.
 	col []int
 	oid []uint32 // by table column
+	// cast[j], with StreamTable.Into, is Into's type of table column j,
+	// "" when Into has no such column (it is not written).
+	cast []string
 }
 
 // value is one column of a decoded row: its bytes (owned) and how the
@@ -76,6 +88,9 @@ func newRelation(m *pglogrepl.RelationMessage, tables map[string]*StreamTable) (
 			"the publication sends changes of %s, which this stream does not carry", name)
 	}
 	rel := &relation{st: st, col: make([]int, len(st.Table.Columns)), oid: make([]uint32, len(st.Table.Columns))}
+	if err := rel.mapInto(); err != nil {
+		return nil, err
+	}
 	if len(m.Columns) != len(st.Table.Columns) {
 		// A column added since the copy began would be dropped silently.
 		return nil, pgerr.New(pgerr.ObjectNotInPrerequisiteState,
@@ -114,6 +129,9 @@ func (rel *relation) row(t *pglogrepl.TupleData) ([]value, error) {
 // key, which must be present in the row.
 func (rel *relation) target(s *Stream, row []value) (int, error) {
 	t := rel.st.Table
+	if rel.st.Placement == nil && rel.st.Into != nil && len(s.Targets) == 1 {
+		return 0, nil
+	}
 	v := row[t.ShardKey]
 	var format shardfunc.Format
 	switch v.kind {
@@ -156,29 +174,80 @@ func (rel *relation) addParam(c *change, j int, v value) string {
 	return rel.param(c, v)
 }
 
+// ref is how a statement refers to parameter p holding table column j:
+// cast to Into's type when the stream applies into another table.
+func (rel *relation) ref(j int, p string) string {
+	if rel.cast == nil {
+		return p
+	}
+	return "CAST(" + p + " AS " + rel.cast[j] + ")"
+}
+
+// written says whether table column j is written on the targets.
+func (rel *relation) written(j int) bool { return rel.cast == nil || rel.cast[j] != "" }
+
+// dest is the quoted name of the table changes are applied to.
+func (rel *relation) dest() string {
+	if rel.st.Into != nil {
+		return rel.st.Into.QualifiedName()
+	}
+	return rel.st.Table.QualifiedName()
+}
+
+// mapInto finds, with StreamTable.Into, Into's type of each column; the
+// order key must be among them.
+func (rel *relation) mapInto() error {
+	into := rel.st.Into
+	if into == nil {
+		return nil
+	}
+	t := rel.st.Table
+	rel.cast = make([]string, len(t.Columns))
+	for j, c := range t.Columns {
+		for _, ic := range into.Columns {
+			if ic.Name == c.Name {
+				rel.cast[j] = ic.Type
+			}
+		}
+	}
+	for _, k := range t.OrderKey {
+		if rel.cast[k] == "" {
+			return pgerr.New(pgerr.ObjectNotInPrerequisiteState,
+				"%s has no column %s of %s's key: changes cannot be applied to it", into.DisplayName(), t.Columns[k].Name, t.DisplayName())
+		}
+	}
+	return nil
+}
+
 // upsert inserts a full row, or overwrites the row with its key: applying
 // it twice leaves the same row.
 func (rel *relation) upsert(row []value) (change, error) {
 	t := rel.st.Table
 	c := change{table: t}
-	var names, params, sets []string
+	var names, values, sets []string
+	keyRefs := make([]string, len(t.Columns))
 	for j, col := range t.Columns {
+		if !rel.written(j) {
+			continue
+		}
 		if row[j].kind == pglogrepl.TupleDataTypeToast {
 			return c, pgerr.New(pgerr.FeatureNotSupported,
 				"a row of %s moves shard but its unchanged TOASTed column %s was not sent; use REPLICA IDENTITY FULL", t.DisplayName(), col.Name)
 		}
 		name := pgx.Identifier{col.Name}.Sanitize()
 		names = append(names, name)
-		params = append(params, rel.addParam(&c, j, row[j]))
+		p := rel.addParam(&c, j, row[j])
+		keyRefs[j] = p
+		values = append(values, rel.ref(j, p))
 		if !isOrderKey(t, j) {
 			sets = append(sets, name+" = EXCLUDED."+name)
 		}
 	}
 	for _, k := range t.OrderKey {
-		c.keyRefs = append(c.keyRefs, params[k])
+		c.keyRefs = append(c.keyRefs, keyRefs[k])
 	}
-	c.insertHead = "INSERT INTO " + t.QualifiedName() + " (" + strings.Join(names, ", ") + ")"
-	c.insertValues = strings.Join(params, ", ")
+	c.insertHead = "INSERT INTO " + rel.dest() + " (" + strings.Join(names, ", ") + ")"
+	c.insertValues = strings.Join(values, ", ")
 	c.insertTail = "ON CONFLICT (" + t.orderKeyList() + ") DO "
 	if len(sets) == 0 {
 		c.insertTail += "NOTHING"
@@ -196,18 +265,18 @@ func (rel *relation) update(old, row []value) change {
 	c := change{table: t}
 	var sets []string
 	for j, col := range t.Columns {
-		if row[j].kind == pglogrepl.TupleDataTypeToast {
+		if row[j].kind == pglogrepl.TupleDataTypeToast || !rel.written(j) {
 			continue
 		}
-		sets = append(sets, pgx.Identifier{col.Name}.Sanitize()+" = "+rel.addParam(&c, j, row[j]))
+		sets = append(sets, pgx.Identifier{col.Name}.Sanitize()+" = "+rel.ref(j, rel.addParam(&c, j, row[j])))
 	}
-	c.sql = "UPDATE " + t.QualifiedName() + " SET " + strings.Join(sets, ", ") + " WHERE " + rel.keyMatch(&c, old)
+	c.sql = "UPDATE " + rel.dest() + " SET " + strings.Join(sets, ", ") + " WHERE " + rel.keyMatch(&c, old)
 	return c
 }
 
 func (rel *relation) delete(old []value) change {
 	c := change{table: rel.st.Table}
-	c.sql = "DELETE FROM " + rel.st.Table.QualifiedName() + " WHERE " + rel.keyMatch(&c, old)
+	c.sql = "DELETE FROM " + rel.dest() + " WHERE " + rel.keyMatch(&c, old)
 	return c
 }
 
@@ -217,7 +286,7 @@ func (rel *relation) keyMatch(c *change, row []value) string {
 	for i, k := range t.OrderKey {
 		ref := rel.addParam(c, k, row[k])
 		c.keyRefs = append(c.keyRefs, ref)
-		conds[i] = pgx.Identifier{t.Columns[k].Name}.Sanitize() + " = " + ref
+		conds[i] = pgx.Identifier{t.Columns[k].Name}.Sanitize() + " = " + rel.ref(k, ref)
 	}
 	return strings.Join(conds, " AND ")
 }

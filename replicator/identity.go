@@ -43,7 +43,7 @@ func CheckReplicaIdentity(ctx context.Context, conn *pgx.Conn, t *Table) error {
 	for _, c := range cols {
 		in[c] = true
 	}
-	if !in[t.Columns[t.ShardKey].Name] {
+	if t.ShardKey >= 0 && !in[t.Columns[t.ShardKey].Name] {
 		return refuse("shard key " + t.Columns[t.ShardKey].Name + " is not in the replica identity")
 	}
 	for _, k := range t.OrderKey {

@@ -123,6 +123,11 @@ func (s *Stream) Lag() (bytes int64, seconds float64) {
 	return int64(end - applied), seconds
 }
 
+// Applied is the source position every target has applied up to: a
+// caller waiting for the targets to catch up compares it with the
+// source's WAL position.
+func (s *Stream) Applied() pglogrepl.LSN { return pglogrepl.LSN(s.applied.Load()) }
+
 // Run streams changes until ctx ends (returning its error), StopAt is
 // reached (returning nil), or an error stops it. Each target's Conn is
 // bound to the target's replication origin: give Run connections of its

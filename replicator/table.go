@@ -64,7 +64,7 @@ func (t *Table) orderKeyList() string {
 // neither a primary key nor a unique key of non-null columns is refused
 // (SQLSTATE 55000) before anything is copied: batches could not be ordered,
 // nor a killed copy resumed. So is a shard-key column that is missing or of
-// a type that cannot be routed.
+// a type that cannot be routed; an empty shardColumn asks for none.
 func DescribeTable(ctx context.Context, conn *pgx.Conn, schema, name, shardColumn string) (*Table, error) {
 	t := &Table{Schema: schema, Name: name, ShardKey: -1}
 	var relid uint32
@@ -98,15 +98,19 @@ func DescribeTable(ctx context.Context, conn *pgx.Conn, schema, name, shardColum
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if t.ShardKey < 0 {
-		return nil, pgerr.New("42703", "table %s has no column %q to shard by", t.DisplayName(), shardColumn)
+	// No shard column: the table is copied or streamed within its shard
+	// (OnlineDDL's shadow table), and ShardKey stays -1.
+	if shardColumn != "" {
+		if t.ShardKey < 0 {
+			return nil, pgerr.New("42703", "table %s has no column %q to shard by", t.DisplayName(), shardColumn)
+		}
+		typ, ok := shardfunc.TypeForOID(t.Columns[t.ShardKey].TypeOID)
+		if !ok {
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "shard-key column %s.%s is of type %s, which cannot be routed",
+				t.DisplayName(), shardColumn, t.Columns[t.ShardKey].Type)
+		}
+		t.ShardKeyType = typ
 	}
-	typ, ok := shardfunc.TypeForOID(t.Columns[t.ShardKey].TypeOID)
-	if !ok {
-		return nil, pgerr.New(pgerr.FeatureNotSupported, "shard-key column %s.%s is of type %s, which cannot be routed",
-			t.DisplayName(), shardColumn, t.Columns[t.ShardKey].Type)
-	}
-	t.ShardKeyType = typ
 
 	// The primary key first, then the unique key with the fewest columns.
 	// Partial, expression, deferrable and invalid indexes cannot promise

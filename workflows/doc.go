@@ -2,8 +2,8 @@
 // workflows: failover, switchover, durability, rejoin, repair, Reshard
 // (reshard.go; its cutovers SwitchTraffic and ReverseTraffic in
 // reshard_cutover.go), MoveTables (movetables.go, on Reshard's run loop),
-// and OnlineDDL's direct path with SchemaCheck (onlineddl.go; its shadow
-// path is planned). Each step is an activity (package activities, or for Reshard package
+// and OnlineDDL with SchemaCheck (onlineddl.go for the direct path,
+// onlineddl_shadow.go for the shadow-table path). Each step is an activity (package activities, or for Reshard package
 // replicator/actions and for OnlineDDL package onlineddl, called by name so
 // that this package links neither the Replicator nor the SQL parser), so a
 // workflow resumes where it stopped after any crash.

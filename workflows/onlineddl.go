@@ -35,8 +35,10 @@ var errContinueAsNew = errors.New("continuing as new")
 
 // OnlineDDL runs one schema change on every shard that holds its table.
 // PlanOnlineDDL classifies the statement (package ddl) and finds the
-// shards; a statement for the shadow-table path ends the run with 0A000
-// (that path is planned), a refused one with the refusal. A direct one
+// shards; a statement for the shadow-table path runs on it (see shadow), or
+// ends with 0A000
+// in a run that predates the shadow path (see shadow), a refused one with
+// the refusal. A direct one
 // runs first on the first shard (the authoritative one): a statement
 // Postgres rejects fails there, with no shard changed. Then it runs on
 // the others at once. Each shard's attempt (ApplyDDL) holds a short
@@ -147,6 +149,9 @@ func (m *migration) run(ctx, planCtx workflow.Context) error {
 	if m.cancelRequested || ctx.Err() != nil {
 		return m.cancelled(ctx)
 	}
+	if m.plan.Path == PathShadow {
+		return m.shadow(ctx, planCtx)
+	}
 	return m.apply(ctx)
 }
 
@@ -220,6 +225,10 @@ func (m *migration) classify(ctx workflow.Context) error {
 	switch m.plan.Path {
 	case PathDirect:
 	case PathShadow:
+		if !shadowPlanned(ctx) {
+			m.p.step("shards holding %s: %s", m.object(), strings.Join(m.plan.Shards, ", "))
+			return nil
+		}
 		return temporal.NewNonRetryableApplicationError(
 			"planned: the shadow-table path is not built yet; this statement needs it because "+m.plan.Reason,
 			pgerr.FeatureNotSupported, nil)

@@ -169,11 +169,14 @@ func TestOnlineDDLRetriesUntilEveryShardHasIt(t *testing.T) {
 	}
 }
 
-func TestOnlineDDLShadowPathIsPlanned(t *testing.T) {
+func TestOnlineDDLShadowPathIsPlannedInAnOlderRun(t *testing.T) {
 	plan := directPlan
 	plan.Path, plan.Reason = PathShadow, "ALTER COLUMN id TYPE bigint rewrites the table"
 	f := &fakeDDLCluster{plan: plan}
 	env := newOnlineDDLEnv(t, f)
+	// A run that predates the shadow path (its history has no version
+	// marker) still refuses the statement.
+	env.OnGetVersion(shadowVersion, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.ExecuteWorkflow(OnlineDDL, OnlineDDLInput{Database: "store", SQL: "ALTER TABLE orders ALTER COLUMN id TYPE bigint"})
 	err := env.GetWorkflowError()
 	var appErr *temporal.ApplicationError

@@ -77,6 +77,10 @@ type OnlineDDLInput struct {
 	// shard; 0 means 1000. A short wait keeps a blocked ALTER from
 	// queueing every other query of the table behind it.
 	LockTimeoutMillis int `json:"lock_timeout_ms,omitempty"`
+	// HoldForRevert, on the shadow path, keeps the old tables current
+	// after the swap until the Complete update drops them or the Revert
+	// update swaps them back; without it they are dropped at once.
+	HoldForRevert bool `json:"hold_for_revert,omitempty"`
 	// Resume, set only by the workflow itself when it continues as new
 	// (a shard retried for hours), carries the plan and the shards'
 	// states.
@@ -152,6 +156,11 @@ type ShardDDLState struct {
 	// AlreadyApplied and DroppedInvalidIndex are ApplyDDLResult's.
 	AlreadyApplied      bool `json:"already_applied,omitempty"`
 	DroppedInvalidIndex bool `json:"dropped_invalid_index,omitempty"`
+	// Shadow is the shard's shadow-table state (ShadowPrepared...) on the
+	// shadow path, Rows the rows its copy wrote; Millis is then how long
+	// the swap held the table's lock.
+	Shadow string `json:"shadow,omitempty"`
+	Rows   int64  `json:"rows,omitempty"`
 }
 
 // OnlineDDLProgress answers OnlineDDLProgressQuery.
