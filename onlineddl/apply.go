@@ -53,6 +53,7 @@ func (a *Activities) ApplyDDL(ctx context.Context, in workflows.ApplyDDLInput) (
 	if err != nil {
 		return res, activityError(fmt.Errorf("shard %s: %w", in.Shard, err))
 	}
+	a.announce(ctx, in.Database, in.MigrationID)
 	return res, nil
 }
 

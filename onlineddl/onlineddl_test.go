@@ -111,6 +111,12 @@ func TestApplyDDLRetriesALockAndRunsOnce(t *testing.T) {
 	if _, err := tx.Exec(testCtx(t), "LOCK TABLE orders IN ACCESS SHARE MODE"); err != nil {
 		t.Fatal(err)
 	}
+	// Routers hear of a change made, not of an attempt that failed.
+	changes, err := a.Store.WatchSchemaChanges(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-changes
 	start := time.Now()
 	_, err = apply(t, a, "m1", "s1", sql)
 	var appErr *temporal.ApplicationError
@@ -125,9 +131,22 @@ func TestApplyDDLRetriesALockAndRunsOnce(t *testing.T) {
 	if cols := columns(t, conn, "orders"); slices.Contains(cols, "qty") {
 		t.Fatalf("columns %v after the failed attempt", cols)
 	}
+	select {
+	case c := <-changes:
+		t.Fatalf("a failed attempt announced a schema change: %+v", c)
+	case <-time.After(200 * time.Millisecond):
+	}
 	res, err := apply(t, a, "m1", "s1", sql)
 	if err != nil || res.AlreadyApplied {
 		t.Fatalf("after the lock's release: %+v, %v", res, err)
+	}
+	select {
+	case c := <-changes:
+		if len(c) != 1 || c[0].Database != "pl" || c[0].By != "m1" {
+			t.Fatalf("announced %+v, want the change of pl by m1", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the change made was not announced to the routers")
 	}
 	// The same migration again: done already, nothing run.
 	res, err = apply(t, a, "m1", "s1", sql)

@@ -129,6 +129,14 @@ func (a *Activities) swap(ctx context.Context, conn *pgx.Conn, in workflows.Shad
 		// what keeps the pause short.
 		defer a.Store.ClearTableBuffer(context.WithoutCancel(ctx), id)
 	}
+	// Routers forget the table's old catalog before the buffer lets its
+	// statements go (defers run last first).
+	committed := false
+	defer func() {
+		if committed {
+			a.announce(ctx, in.Database, in.MigrationID)
+		}
+	}()
 	// The marker's session is opened before the lock: connecting (and
 	// authenticating) is not work to do while the table is locked.
 	mconn, err := pgx.Connect(ctx, stream.url)
@@ -188,6 +196,7 @@ func (a *Activities) swap(ctx context.Context, conn *pgx.Conn, in workflows.Shad
 	if err := tx.Commit(ctx); err != nil {
 		return res, err
 	}
+	committed = true
 	res.LockMillis, res.Moved, res.State = millis(time.Since(locked)), moved, state
 	return res, nil
 }
