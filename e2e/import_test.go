@@ -95,7 +95,7 @@ func TestMoveTablesImportOnRealTemporal(t *testing.T) {
 	}
 	const queue = "import-e2e"
 	w := sdkworker.New(tc, queue, sdkworker.Options{})
-	workflows.Register(w, nil)
+	workflows.Register(w, storeActivities(st))
 	acts := &actions.Actions{Store: st, Conn: actions.ConnectorFunc(func(_ context.Context, shard, _ string) (string, error) {
 		return shardsPG.ConnConfig(dbOf(shard), ""), nil
 	})}

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/tesseradb/tessera/activities"
 	"github.com/tesseradb/tessera/dev"
 	"github.com/tesseradb/tessera/dev/temporal"
 	"github.com/tesseradb/tessera/topo/store"
@@ -216,4 +217,17 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// storeActivities are the general activities for a test's own worker
+// whose shards are databases of one Postgres, with no sidecars: what the
+// movement workflows need of them, the operations' records in etcd
+// (BeginOperation, EndOperation), uses the store alone, and the secret
+// sidecars would ask for is never sent.
+func storeActivities(st *store.Store) *activities.Activities {
+	a, err := activities.New(activities.Config{Store: st, Secret: "no sidecars in this test"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return a
 }

@@ -96,7 +96,7 @@ func TestMoveTablesOnRealTemporal(t *testing.T) {
 	}
 	const queue = "movetables-e2e"
 	w := sdkworker.New(tc, queue, sdkworker.Options{})
-	workflows.Register(w, nil)
+	workflows.Register(w, storeActivities(st))
 	acts := &actions.Actions{Store: st, Conn: actions.ConnectorFunc(func(_ context.Context, shard, _ string) (string, error) {
 		return pg.ConnConfig(dbOf(shard), ""), nil
 	})}

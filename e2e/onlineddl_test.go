@@ -91,7 +91,7 @@ func TestOnlineDDLOnRealTemporal(t *testing.T) {
 	// workers (without these credentials) do not take its tasks.
 	const queue = "onlineddl-e2e"
 	w := sdkworker.New(tc, queue, sdkworker.Options{})
-	workflows.Register(w, nil)
+	workflows.Register(w, storeActivities(st))
 	acts := &onlineddl.Activities{Store: st, Conn: connectorFunc(func(_ context.Context, shard, _ string) (string, error) {
 		return pg.ConnConfig(dbOf(shard), ""), nil
 	})}

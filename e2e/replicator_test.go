@@ -89,7 +89,7 @@ func TestReshardOnShardReplicator(t *testing.T) {
 	// lack these credentials), with every activity.
 	const queue = "replicator-e2e"
 	w := sdkworker.New(tc, queue, sdkworker.Options{})
-	workflows.Register(w, nil)
+	workflows.Register(w, storeActivities(st))
 	(&actions.Actions{Store: st, Conn: conn}).Register(w)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

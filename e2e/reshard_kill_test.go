@@ -58,7 +58,7 @@ func runReplicatorWorkerProcess(specJSON string) int {
 	// copy's 5 s heartbeat timeout leaves the SDK's default throttle (0.8
 	// of it) little slack on a loaded machine.
 	w := sdkworker.New(c, spec.Queue, sdkworker.Options{MaxHeartbeatThrottleInterval: time.Second})
-	workflows.Register(w, nil)
+	workflows.Register(w, storeActivities(st))
 	acts := &actions.Actions{Store: st, CopyBatchRows: spec.CopyBatchRows,
 		Conn: actions.ConnectorFunc(func(_ context.Context, shard, _ string) (string, error) {
 			if u, ok := spec.ConnStrings[shard]; ok {

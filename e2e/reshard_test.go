@@ -104,7 +104,7 @@ func TestReshardOnRealTemporal(t *testing.T) {
 	// workers (without these credentials) do not take its tasks.
 	const queue = "reshard-e2e"
 	w := sdkworker.New(tc, queue, sdkworker.Options{})
-	workflows.Register(w, nil)
+	workflows.Register(w, storeActivities(st))
 	acts := &actions.Actions{Store: st, Conn: actions.ConnectorFunc(func(_ context.Context, shard, _ string) (string, error) {
 		return pg.ConnConfig(dbOf(shard), ""), nil
 	})}

@@ -94,7 +94,7 @@ func TestWatchReshard(t *testing.T) {
 	// A worker of its own on a task queue of its own (--task-queue).
 	const queue = "watch-e2e"
 	w := sdkworker.New(tc, queue, sdkworker.Options{})
-	workflows.Register(w, nil)
+	workflows.Register(w, storeActivities(st))
 	acts := &actions.Actions{Store: st, Conn: actions.ConnectorFunc(func(_ context.Context, shard, _ string) (string, error) {
 		return pg.ConnConfig(dbOf(shard), ""), nil
 	})}
