@@ -16,7 +16,7 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -run TestAllocations ./router/planner/
-	$(GO) test -count=1 -timeout 20m ./e2e/
+	$(GO) test -count=1 -timeout 30m ./e2e/
 
 # A short coverage-guided run of every fuzz target (their seed corpora
 # already run as ordinary tests in `make test`).
