@@ -337,8 +337,10 @@ func setupOrigin(ctx context.Context, conn *pgx.Conn, name string) (pglogrepl.LS
 }
 
 // originBusyWait bounds how long bindOrigin waits for the origin's last
-// holder to let it go.
-const originBusyWait = 5 * time.Second
+// holder to let it go. A cancelled stream's backend may still be running
+// the pipeline it was sent before it reads that its client left: 5 s
+// was seen to fall short on a loaded machine under the race detector.
+const originBusyWait = 30 * time.Second
 
 // bindOrigin binds the session to the origin. A stream stopped by
 // cancelling its context leaves its target connections closed, and their
