@@ -1,12 +1,14 @@
 package activities_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/workflows"
 )
 
@@ -67,8 +69,15 @@ func TestWorkflows(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, lost+" acting as a primary again", func() error {
-		_, err := query(t, lost, "SELECT 1::text")
-		return err
+		if _, err := query(t, lost, "SELECT 1::text"); err != nil {
+			return err
+		}
+		// RepairShard sees it through its sidecar's health, which
+		// reports it serving a moment after Postgres answers.
+		if iv, _ := inspect(t).Instance(lost); !iv.Serving || iv.Role != store.RolePrimary {
+			return fmt.Errorf("its sidecar reports it serving %v as %s", iv.Serving, iv.Role)
+		}
+		return nil
 	})
 	var rep workflows.RepairResult
 	runWorkflow(t, workflows.RepairShardName, workflows.RepairInput{Shard: shard}, &rep)
