@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-
 	"github.com/tesseradb/tessera/ddl"
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/pgwire"
@@ -41,25 +39,14 @@ const (
 // change OnlineDDL refuses (two tables in one ALTER, say) is refused here,
 // with its reason, rather than run in a way the session did not ask for.
 func onlineTarget(sql string) (bool, error) {
-	tree, err := pg_query.Parse(sql)
-	if err != nil || len(tree.Stmts) != 1 {
-		return false, nil // the planner's error stands
-	}
-	switch n := tree.Stmts[0].Stmt.GetNode().(type) {
-	case *pg_query.Node_AlterTableStmt, *pg_query.Node_RenameStmt, *pg_query.Node_IndexStmt:
-	case *pg_query.Node_DropStmt:
-		if n.DropStmt.RemoveType != pg_query.ObjectType_OBJECT_INDEX {
-			return false, nil
-		}
-	default:
-		return false, nil
-	}
 	c, err := ddl.Classify(sql, nil)
 	if err != nil {
-		return false, nil
+		return false, nil // the planner's error stands
 	}
 	if c.Table == "" && c.Index == "" {
-		return false, nil // a rename of something else than a table or index
+		// Not a change of one table or index (CREATE TABLE, DROP TABLE,
+		// several statements...): it runs as written.
+		return false, nil
 	}
 	if c.Path == ddl.Refused {
 		return false, pgerr.New(pgerr.FeatureNotSupported, "tessera.ddl_strategy %q cannot run this statement: %s", ddlOnline, c.Reason())
