@@ -326,55 +326,45 @@ func TestWorkerKilledMidFailover(t *testing.T) {
 	before := settled(t)
 	settle()
 	// Only this worker, without an admin, runs the failover, so that
-	// nothing else acts on the shard meanwhile.
-	first := workerProcess(t, "e2e-first")
+	// nothing else acts on the shard meanwhile. It stops once it has
+	// promoted the candidate, before it reports so: the promotion is made
+	// and not recorded, the hardest moment for it to die. (Activities
+	// allowed a single attempt, such as fencing, are not chosen: a
+	// timeout ends them for good, by design, so they could not show a
+	// retry.)
+	const step = "PromoteInstance"
+	first, stopped := stoppingWorkerProcess(t, "e2e-first", step)
 	run := startWorkflow(t, workflows.FailoverID(shard), workflows.FailoverName,
 		workflows.FailoverInput{Shard: shard, Force: true, Reason: "e2e: worker killed mid-failover"})
 	ctx := context.Background()
-	// Kill the worker the moment the server reports one of the
-	// workflow's activities started on it. Activities allowed a single
-	// attempt (fencing) are not waited for: a timeout ends them for good,
-	// by design, so they could not show a retry.
-	inFlight := func() (*workflowpb.PendingActivityInfo, error) {
-		desc, err := tc.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
-		if err != nil {
-			return nil, err
-		}
-		for _, pa := range desc.PendingActivities {
-			if pa.State == enumspb.PENDING_ACTIVITY_STATE_STARTED && pa.MaximumAttempts != 1 {
-				return pa, nil
-			}
-		}
-		return nil, nil
+	select {
+	case <-stopped:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the worker did not reach %s within 60 s", step)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pa, err := inFlight()
-		if err == nil && pa != nil {
-			first.Process.Kill()
-			first.Wait()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no activity of the failover was seen running within 30 s (last error %v)", err)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	// Asked again after the kill, the server still counts the activity as
-	// running on the dead worker: it was in flight when the worker died.
-	pa, err := inFlight()
+	first.Process.Kill()
+	first.Wait()
+	// Asked after the kill, the server still counts the promotion as
+	// running on the dead worker.
+	var pa *workflowpb.PendingActivityInfo
+	desc, err := tc.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, p := range desc.PendingActivities {
+		if p.ActivityType.GetName() == step && p.State == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+			pa = p
+		}
+	}
 	if pa == nil {
-		t.Fatal("no activity was in flight when the worker died (it finished between the poll and the kill); the test proved nothing")
+		t.Fatalf("%s is not in flight after the worker died in it: %v", step, desc.PendingActivities)
 	}
 	t.Logf("killed worker %s while %s (activity %s, attempt %d of %d) ran on it",
 		pa.LastWorkerIdentity, pa.ActivityType.GetName(), pa.ActivityId, pa.Attempt, pa.MaximumAttempts)
 	killedIdentity := pa.LastWorkerIdentity
 
 	time.Sleep(2 * time.Second)
-	desc, err := tc.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	desc, err = tc.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
 	if err != nil {
 		t.Fatal(err)
 	}

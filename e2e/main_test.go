@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,16 +162,48 @@ func runWorkerProcess(cfgJSON string) int {
 // waits until it has registered.
 func workerProcess(t *testing.T, id string) *exec.Cmd {
 	t.Helper()
-	cfg, _ := json.Marshal(workerSpec{
+	cmd, _ := stoppingWorkerProcess(t, id, "")
+	return cmd
+}
+
+// stoppingWorkerProcess is workerProcess, with a worker that stops
+// inside the first activity of type step (stopAtStep) unless step is
+// empty; the channel receives step's name when it has.
+func stoppingWorkerProcess(t *testing.T, id, step string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	spec := workerSpec{
 		TemporalAddr:  temporalSrv.FrontendAddr(),
 		EtcdEndpoints: cluster.Info().Etcd,
 		Cluster:       cluster.Info().Cluster,
 		Secret:        cluster.Secret(),
 		ID:            id,
-	})
+	}
+	if step != "" {
+		spec.StopAtFile = filepath.Join(t.TempDir(), "stop-at")
+		if err := os.WriteFile(spec.StopAtFile, []byte(step), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, _ := json.Marshal(spec)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), workerEnv+"="+string(cfg))
 	cmd.Stderr = os.Stderr
+	stopped := make(chan string, 1)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if at, ok := strings.CutPrefix(sc.Text(), "stopped at "); ok {
+				select {
+				case stopped <- at:
+				default:
+				}
+			}
+		}
+	}()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +223,7 @@ func workerProcess(t *testing.T, id string) *exec.Cmd {
 		}
 		return fmt.Errorf("no worker %s yet", id)
 	})
-	return cmd
+	return cmd, stopped
 }
 
 func routerConn(t *testing.T, addr string) *pgx.Conn {
