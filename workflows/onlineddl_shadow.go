@@ -23,6 +23,10 @@ const (
 	shadowBufferMillis = 10000
 	// shadowCopyTimeout bounds one copy attempt, which heartbeats.
 	shadowCopyTimeout = 24 * time.Hour
+	// shadowHeartbeatTimeout: a step whose worker died is retried this
+	// long after its last heartbeat. The activities heartbeat every 5 s
+	// (package onlineddl), and the worker sends heartbeats on within 1 s.
+	shadowHeartbeatTimeout = 20 * time.Second
 )
 
 // Phases of a migration on the shadow path.
@@ -150,7 +154,7 @@ func (m *migration) reverseStream(ctx workflow.Context, i int) {
 	st := &m.prog.Shards[i]
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: 365 * 24 * time.Hour,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    shadowHeartbeatTimeout,
 		WaitForCancellation: true,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "keep the old table current on " + st.Shard,
@@ -226,7 +230,7 @@ func (m *migration) shadowStep(ctx workflow.Context, i int, activityName, what s
 	wait := ddlRetryFirst
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    shadowHeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 		// A cancelled copy must have stopped before CancelShadow drops
 		// what it writes to.
