@@ -152,11 +152,17 @@ func (m *migration) shadowFrom(ctx, planCtx workflow.Context, stage string) erro
 	case stageHold:
 		return m.holdForRevert(work)
 	case stageComplete:
-		if err := m.choiceHandlers(work); err != nil {
-			return err
+		// A held migration's choice, made in an earlier run, still
+		// refuses another (55000), as in that run.
+		if m.in.HoldForRevert {
+			m.choice = OnlineDDLCompleteUpdate
+			if err := m.choiceHandlers(work); err != nil {
+				return err
+			}
 		}
 		return m.completeShadow(work)
 	case stageRevert:
+		m.choice = OnlineDDLRevertUpdate
 		if err := m.choiceHandlers(work); err != nil {
 			return err
 		}

@@ -24,8 +24,9 @@ import (
 type fakeShadow struct {
 	mu    sync.Mutex
 	state map[string]string
-	// swapFails: that many swap attempts on a shard fail (a lock timeout).
-	swapFails map[string]int
+	// swapFails, revertFails: that many swap or revert attempts on a
+	// shard fail (a lock timeout).
+	swapFails, revertFails map[string]int
 	// copyWait, when set, holds every copy until closed or cancelled.
 	copyWait chan struct{}
 	streams  map[string]int // reverse streams started per shard
@@ -60,8 +61,8 @@ func (f *fakeShadow) register(env *testsuite.TestWorkflowEnvironment) {
 			if !slices.Contains(from, f.state[in.Shard]) {
 				return ShadowResult{}, temporal.NewNonRetryableApplicationError(name+" from state "+f.state[in.Shard], pgerr.ObjectNotInPrerequisiteState, nil)
 			}
-			if name == SwapShadowActivity && f.swapFails[in.Shard] > 0 {
-				f.swapFails[in.Shard]--
+			if fails := map[string]map[string]int{SwapShadowActivity: f.swapFails, RevertShadowActivity: f.revertFails}[name]; fails[in.Shard] > 0 {
+				fails[in.Shard]--
 				return ShadowResult{}, temporal.NewApplicationError("canceling statement due to lock timeout", "55P03")
 			}
 			f.state[in.Shard] = to
@@ -382,5 +383,47 @@ func TestOnlineDDLShadowPathOlderRunDoesNotContinueAsNew(t *testing.T) {
 	}
 	if res.Phase != PhaseDone || res.Shards[1].Attempts != 2+9+1 {
 		t.Errorf("result %+v", res.OnlineDDLProgress)
+	}
+}
+
+// A run that continued as new while reverting still refuses Complete.
+func TestOnlineDDLShadowPathContinuedWhileRevertingRefusesComplete(t *testing.T) {
+	f := &fakeShadow{revertFails: map[string]int{"s1": 3},
+		state: map[string]string{}, streams: map[string]int{}, ids: map[string]bool{}}
+	in := shadowIn
+	in.HoldForRevert = true
+	in.Resume = &OnlineDDLResume{MigrationID: "onlineddl-x/run-1", Plan: shadowPlan, ShadowStage: stageRevert}
+	for _, s := range shadowPlan.Shards {
+		f.state[s] = ShadowSwapped
+		in.Resume.Shards = append(in.Resume.Shards, ShardDDLState{Shard: s, State: ShardDone, Shadow: ShadowSwapped})
+	}
+	env := newShadowEnv(t, f)
+	var completeErr error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(OnlineDDLCompleteUpdate, "complete-1", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { completeErr = err },
+			OnAccept:   func() {},
+			OnComplete: func(_ any, err error) { completeErr = err },
+		})
+	}, 500*time.Millisecond)
+	env.ExecuteWorkflow(OnlineDDL, in)
+	var res OnlineDDLResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Phase != PhaseReverted {
+		t.Errorf("phase %s, want reverted", res.Phase)
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(completeErr, &appErr) || appErr.Type() != pgerr.ObjectNotInPrerequisiteState {
+		t.Errorf("Complete while reverting: %v, want refused with 55000", completeErr)
+	}
+	for _, s := range shadowPlan.Shards {
+		if f.state[s] != ShadowReverted {
+			t.Errorf("shard %s: %s, want reverted", s, f.state[s])
+		}
+	}
+	if len(f.ids) != 1 || !f.ids["onlineddl-x/run-1"] {
+		t.Errorf("migration ids %v", f.ids)
 	}
 }
