@@ -202,7 +202,14 @@ func TestOnlineDDLShadowPathSurvivesKilledWorker(t *testing.T) {
 	}
 	proc = newWorker()
 	recovered(workflows.PrepareShadowActivity, "every shard", kill)
-	eventually(t, 2*time.Minute, "shard-1's copy commits its first batch and waits on the test's lock", func() error {
+	eventually(t, 2*time.Minute, "shard-1's copy commits its first batch and waits on the test's lock, the other shards' copies reported", func() error {
+		// The other shards' copies done: the next kill in CopyShadow is
+		// shard-1's.
+		for _, st := range onlineDDLProgress(t, ctx, id).Shards {
+			if st.Shard != "shard-1" && st.Shadow != workflows.ShadowCopied {
+				return fmt.Errorf("%s is %q", st.Shard, st.Shadow)
+			}
+		}
 		var copied, waiting int64
 		err := shard1.QueryRow(ctx, `SELECT (SELECT count(*) FROM _tessera_shadow_accounts),
 			(SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = 'shop')`).Scan(&copied, &waiting)
