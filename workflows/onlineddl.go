@@ -26,7 +26,8 @@ const (
 )
 
 // ddlHistoryLimit: past this many events (a shard retried for hours) a
-// migration continues as new, well before Temporal's 50k-event limit.
+// migration continues as new, well before Temporal's 50k-event limit; on
+// the shadow path also when Temporal suggests it.
 const ddlHistoryLimit = 10000
 
 // errContinueAsNew stops a shard's retries so that the run can continue
@@ -43,7 +44,8 @@ var errContinueAsNew = errors.New("continuing as new")
 // Postgres rejects fails there, with no shard changed. Then it runs on
 // the others at once. Each shard's attempt (ApplyDDL) holds a short
 // lock_timeout and is retried with backoff until it succeeds, so the
-// cluster converges (continuing as new past ddlHistoryLimit events);
+// cluster converges (continuing as new past ddlHistoryLimit events, on
+// either path, with its state: OnlineDDLResume);
 // ApplyDDL is idempotent. A schema check of the database ends the run.
 // Queries: OnlineDDLProgressQuery,
 // SchemaCheckQuery, StepQuery. The Cancel update stops a migration only
@@ -65,7 +67,11 @@ func OnlineDDL(ctx workflow.Context, in OnlineDDLInput) (OnlineDDLResult, error)
 	}
 	if r := in.Resume; r != nil {
 		m.migrationID, m.plan, m.prog.Plan, m.prog.Shards = r.MigrationID, r.Plan, &m.plan, r.Shards
-		err = m.resume(ctx)
+		if r.ShadowStage != "" {
+			err = m.resumeShadow(ctx, planCtx, r.ShadowStage)
+		} else {
+			err = m.resume(ctx)
+		}
 	} else {
 		m.migrationID = workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + workflow.GetInfo(ctx).WorkflowExecution.RunID
 		m.phase(ctx, PhaseClassifying)
@@ -95,6 +101,11 @@ type migration struct {
 	// cancelled any more.
 	started         bool
 	cancelRequested bool
+	// mayContinue: this run of the shadow path may continue as new (its
+	// history is not older than that); continuing: it is about to.
+	mayContinue, continuing bool
+	// choice is the Complete or Revert update a held migration accepted.
+	choice string
 }
 
 func (m *migration) handlers(ctx workflow.Context, cancelPlan workflow.CancelFunc) error {

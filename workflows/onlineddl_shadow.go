@@ -23,6 +23,10 @@ const (
 	shadowBufferMillis = 10000
 	// shadowCopyTimeout bounds one copy attempt, which heartbeats.
 	shadowCopyTimeout = 24 * time.Hour
+	// shadowHeartbeatTimeout: a step whose worker died is retried this
+	// long after its last heartbeat. The activities heartbeat every 5 s
+	// (package onlineddl), and the worker sends heartbeats on within 1 s.
+	shadowHeartbeatTimeout = 20 * time.Second
 )
 
 // Phases of a migration on the shadow path.
@@ -31,6 +35,20 @@ const (
 	PhaseSwapped   = "swapped" // waiting for Complete or Revert
 	PhaseReverting = "reverting"
 	PhaseReverted  = "reverted"
+)
+
+// shadowContinueVersion gates continuing as new on the shadow path: a run
+// whose history predates it never does, as before.
+const shadowContinueVersion = "onlineddl-shadow-continue-as-new"
+
+// The stages a migration on the shadow path continues as new at
+// (OnlineDDLResume.ShadowStage).
+const (
+	stageCopy     = "copy"
+	stageSwap     = "swap"
+	stageHold     = "hold"
+	stageComplete = "complete"
+	stageRevert   = "revert"
 )
 
 // shadowPlanned answers whether the shadow path runs in this workflow: a
@@ -49,26 +67,59 @@ func shadowPlanned(ctx workflow.Context) bool {
 // HoldForRevert, the reverse streams keep the old tables current until
 // the Complete update (which drops them) or the Revert update (which
 // swaps them back, with every write made since); without it the old
-// tables are dropped at once.
+// tables are dropped at once. A run whose history has grown long (a
+// swap retried for days) continues as new at the stage it was in
+// (continueShadow).
 func (m *migration) shadow(ctx, planCtx workflow.Context) error {
 	for _, s := range m.plan.Shards {
 		m.prog.Shards = append(m.prog.Shards, ShardDDLState{Shard: s, State: ShardPending})
 	}
-	m.phase(ctx, PhaseCopying)
-	err := m.everyShard(planCtx, func(ctx workflow.Context, i int) error {
-		if err := m.shadowStep(ctx, i, PrepareShadowActivity, "prepare the shadow table"); err != nil {
-			return err
-		}
-		return m.shadowStep(ctx, i, CopyShadowActivity, "copy into the shadow table")
-	})
-	if m.cancelRequested || ctx.Err() != nil {
-		return m.cancelShadow(ctx)
+	m.mayContinue = workflow.GetVersion(ctx, shadowContinueVersion, workflow.DefaultVersion, 1) == 1
+	return m.shadowFrom(ctx, planCtx, stageCopy)
+}
+
+// resumeShadow goes on with a migration on the shadow path that continued
+// as new, at its stage, on the shards that have not done it.
+func (m *migration) resumeShadow(ctx, planCtx workflow.Context, stage string) error {
+	m.mayContinue = workflow.GetVersion(ctx, shadowContinueVersion, workflow.DefaultVersion, 1) == 1
+	m.p.step("continued as new at stage %s", stage)
+	if stage == stageComplete {
+		// The phase completing shows, as in the run before.
+		m.phase(ctx, map[bool]string{false: PhaseSwapping, true: PhaseSwapped}[m.in.HoldForRevert])
 	}
-	if err != nil {
-		if cerr := m.cancelShadow(ctx); !temporal.IsCanceledError(cerr) {
-			return failed(err, "preparing the shadow tables (and undoing them: %s)", errText(cerr))
+	return m.shadowFrom(ctx, planCtx, stage)
+}
+
+// shadowFrom runs the shadow path from stage on; a shard whose shadow
+// state shows a step done skips it.
+func (m *migration) shadowFrom(ctx, planCtx workflow.Context, stage string) error {
+	if stage == stageCopy {
+		m.phase(ctx, PhaseCopying)
+		err := m.everyShard(planCtx, func(ctx workflow.Context, i int) error {
+			switch m.prog.Shards[i].Shadow {
+			case ShadowCopied:
+				return nil
+			case ShadowPrepared:
+			default:
+				if err := m.shadowStep(ctx, i, PrepareShadowActivity, "prepare the shadow table"); err != nil {
+					return err
+				}
+			}
+			return m.shadowStep(ctx, i, CopyShadowActivity, "copy into the shadow table")
+		})
+		if m.cancelRequested || ctx.Err() != nil {
+			return m.cancelShadow(ctx)
 		}
-		return failed(err, "preparing the shadow tables; the migration was undone on every shard")
+		if errors.Is(err, errContinueAsNew) {
+			return m.continueShadow(ctx, stageCopy)
+		}
+		if err != nil {
+			if cerr := m.cancelShadow(ctx); !temporal.IsCanceledError(cerr) {
+				return failed(err, "preparing the shadow tables (and undoing them: %s)", errText(cerr))
+			}
+			return failed(err, "preparing the shadow tables; the migration was undone on every shard")
+		}
+		stage = stageSwap
 	}
 	// From here the swap may happen on some shard: the migration goes on
 	// until every shard has it.
@@ -78,39 +129,103 @@ func (m *migration) shadow(ctx, planCtx workflow.Context) error {
 		ctx.Done().Receive(ctx, nil)
 		m.p.step("cancel refused: the swap has started on the shards; the migration goes on until every shard has it")
 	})
-	m.phase(work, PhaseSwapping)
-	if err := m.everyShard(work, func(ctx workflow.Context, i int) error {
-		return m.shadowStep(ctx, i, SwapShadowActivity, "swap the shadow table in")
-	}); err != nil {
-		m.check(work)
-		return failed(err, "the swap failed for good on a shard: the schema check shows what differs")
-	}
-	if !m.in.HoldForRevert {
+	switch stage {
+	case stageSwap:
+		m.phase(work, PhaseSwapping)
+		err := m.everyShard(work, func(ctx workflow.Context, i int) error {
+			if m.prog.Shards[i].Shadow == ShadowSwapped {
+				return nil
+			}
+			return m.shadowStep(ctx, i, SwapShadowActivity, "swap the shadow table in")
+		})
+		if errors.Is(err, errContinueAsNew) {
+			return m.continueShadow(work, stageSwap)
+		}
+		if err != nil {
+			m.check(work)
+			return failed(err, "the swap failed for good on a shard: the schema check shows what differs")
+		}
+		if !m.in.HoldForRevert {
+			return m.completeShadow(work)
+		}
+		return m.holdForRevert(work)
+	case stageHold:
+		return m.holdForRevert(work)
+	case stageComplete:
+		// A held migration's choice, made in an earlier run, still
+		// refuses another (55000), as in that run.
+		if m.in.HoldForRevert {
+			m.choice = OnlineDDLCompleteUpdate
+			if err := m.choiceHandlers(work); err != nil {
+				return err
+			}
+		}
 		return m.completeShadow(work)
+	case stageRevert:
+		m.choice = OnlineDDLRevertUpdate
+		if err := m.choiceHandlers(work); err != nil {
+			return err
+		}
+		return m.revertShadow(work)
 	}
-	return m.holdForRevert(work)
+	return temporal.NewNonRetryableApplicationError("unknown stage "+stage+" of the shadow path", pgerr.InternalError, nil)
 }
 
-// holdForRevert runs the reverse streams until Complete or Revert.
-func (m *migration) holdForRevert(ctx workflow.Context) error {
-	m.phase(ctx, PhaseSwapped)
-	var choice string
-	if err := workflow.SetUpdateHandler(ctx, OnlineDDLCompleteUpdate, func(workflow.Context) error {
-		if choice != "" {
-			return temporal.NewNonRetryableApplicationError("already "+choice, pgerr.ObjectNotInPrerequisiteState, nil)
-		}
-		choice = OnlineDDLCompleteUpdate
-		return nil
-	}); err != nil {
+// continueShadow continues the migration as new at stage, with its plan,
+// the shards' states and its migration id, once every update handler has
+// finished (an accepted update is not lost).
+func (m *migration) continueShadow(ctx workflow.Context, stage string) error {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandler(ctx, OnlineDDLRevertUpdate, func(workflow.Context) error {
-		if choice != "" {
-			return temporal.NewNonRetryableApplicationError("already "+choice, pgerr.ObjectNotInPrerequisiteState, nil)
+	m.p.step("history of %d events: continuing as new at stage %s", workflow.GetInfo(ctx).GetCurrentHistoryLength(), stage)
+	next := m.in
+	next.Resume = &OnlineDDLResume{MigrationID: m.migrationID, Plan: m.plan, Shards: m.prog.Shards, ShadowStage: stage}
+	for i := range next.Resume.Shards {
+		if st := &next.Resume.Shards[i]; st.State == ShardRunning {
+			st.State = ShardPending
 		}
-		choice = OnlineDDLRevertUpdate
-		return nil
-	}); err != nil {
+	}
+	return workflow.NewContinueAsNewError(ctx, OnlineDDLName, next)
+}
+
+// historyLong: this run may continue as new and should, its history
+// near Temporal's limits. Once one shard's step has stopped for it, every
+// other shard's stops at its next retry.
+func (m *migration) historyLong(ctx workflow.Context) bool {
+	if !m.mayContinue {
+		return false
+	}
+	info := workflow.GetInfo(ctx)
+	if info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > ddlHistoryLimit {
+		m.continuing = true
+	}
+	return m.continuing
+}
+
+// choiceHandlers answers the Complete and Revert updates: the first
+// accepted is the migration's choice, a later one is refused (55000).
+func (m *migration) choiceHandlers(ctx workflow.Context) error {
+	for _, name := range []string{OnlineDDLCompleteUpdate, OnlineDDLRevertUpdate} {
+		if err := workflow.SetUpdateHandler(ctx, name, func(workflow.Context) error {
+			if m.choice != "" {
+				return temporal.NewNonRetryableApplicationError("already "+m.choice, pgerr.ObjectNotInPrerequisiteState, nil)
+			}
+			m.choice = name
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holdForRevert runs the reverse streams until Complete or Revert. A run
+// whose history has grown long stops the streams and continues as new
+// here, after any update it accepted meanwhile.
+func (m *migration) holdForRevert(ctx workflow.Context) error {
+	m.phase(ctx, PhaseSwapped)
+	if err := m.choiceHandlers(ctx); err != nil {
 		return err
 	}
 	streams, stopStreams := workflow.WithCancel(ctx)
@@ -123,18 +238,38 @@ func (m *migration) holdForRevert(ctx workflow.Context) error {
 		})
 	}
 	m.p.step("every shard swapped; the old tables are kept current until Complete or Revert")
-	if err := workflow.Await(ctx, func() bool { return choice != "" }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return m.choice != "" || m.historyLong(ctx) }); err != nil {
 		return err
 	}
 	stopStreams()
 	done.Wait(ctx)
-	if choice == OnlineDDLCompleteUpdate {
-		return m.completeShadow(ctx)
+	if m.choice == "" {
+		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			return err
+		}
 	}
+	switch m.choice {
+	case OnlineDDLCompleteUpdate:
+		return m.completeShadow(ctx)
+	case OnlineDDLRevertUpdate:
+		return m.revertShadow(ctx)
+	}
+	return m.continueShadow(ctx, stageHold)
+}
+
+// revertShadow swaps the old tables back on every shard.
+func (m *migration) revertShadow(ctx workflow.Context) error {
 	m.phase(ctx, PhaseReverting)
-	if err := m.everyShard(ctx, func(ctx workflow.Context, i int) error {
+	err := m.everyShard(ctx, func(ctx workflow.Context, i int) error {
+		if m.prog.Shards[i].Shadow == ShadowReverted {
+			return nil
+		}
 		return m.shadowStep(ctx, i, RevertShadowActivity, "swap the old table back")
-	}); err != nil {
+	})
+	if errors.Is(err, errContinueAsNew) {
+		return m.continueShadow(ctx, stageRevert)
+	}
+	if err != nil {
 		m.check(ctx)
 		return failed(err, "the revert failed for good on a shard: the schema check shows what differs")
 	}
@@ -150,7 +285,7 @@ func (m *migration) reverseStream(ctx workflow.Context, i int) {
 	st := &m.prog.Shards[i]
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: 365 * 24 * time.Hour,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    shadowHeartbeatTimeout,
 		WaitForCancellation: true,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "keep the old table current on " + st.Shard,
@@ -162,9 +297,16 @@ func (m *migration) reverseStream(ctx workflow.Context, i int) {
 }
 
 func (m *migration) completeShadow(ctx workflow.Context) error {
-	if err := m.everyShard(ctx, func(ctx workflow.Context, i int) error {
+	err := m.everyShard(ctx, func(ctx workflow.Context, i int) error {
+		if m.prog.Shards[i].Shadow == ShadowCompleted {
+			return nil
+		}
 		return m.shadowStep(ctx, i, CompleteShadowActivity, "drop the old table")
-	}); err != nil {
+	})
+	if errors.Is(err, errContinueAsNew) {
+		return m.continueShadow(ctx, stageComplete)
+	}
+	if err != nil {
 		return failed(err, "dropping the old tables")
 	}
 	m.phase(ctx, PhaseChecking)
@@ -186,8 +328,9 @@ func (m *migration) cancelShadow(ctx workflow.Context) error {
 	return temporal.NewCanceledError("cancelled before any shard swapped: nothing is left of the migration")
 }
 
-// everyShard runs step on every shard at once and returns the first
-// failure.
+// everyShard runs step on every shard at once and returns their
+// failures; errContinueAsNew alone when every shard that stopped did so
+// to continue as new.
 func (m *migration) everyShard(ctx workflow.Context, step func(workflow.Context, int) error) error {
 	errs := make([]error, len(m.prog.Shards))
 	wg := workflow.NewWaitGroup(ctx)
@@ -201,14 +344,21 @@ func (m *migration) everyShard(ctx workflow.Context, step func(workflow.Context,
 	wg.Wait(ctx)
 	var failedOn []string
 	var first error
+	continuing := false
 	for i, err := range errs {
-		if err != nil {
+		switch {
+		case errors.Is(err, errContinueAsNew):
+			continuing = true
+		case err != nil:
 			failedOn = append(failedOn, m.prog.Shards[i].Shard)
 			first = errors.Join(first, err)
 		}
 	}
 	if first != nil {
 		return fmt.Errorf("on %s: %w", strings.Join(failedOn, ", "), first)
+	}
+	if continuing {
+		return errContinueAsNew
 	}
 	return nil
 }
@@ -226,7 +376,7 @@ func (m *migration) shadowStep(ctx workflow.Context, i int, activityName, what s
 	wait := ddlRetryFirst
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    shadowHeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 		// A cancelled copy must have stopped before CancelShadow drops
 		// what it writes to.
@@ -261,6 +411,10 @@ func (m *migration) shadowStep(ctx workflow.Context, i int, activityName, what s
 			return err
 		}
 		st.State = ShardPending
+		if m.historyLong(ctx) {
+			m.p.step("%s on %s attempt %d failed; it is retried after continuing as new: %s", activityName, st.Shard, st.Attempts, st.LastError)
+			return errContinueAsNew
+		}
 		m.p.step("%s on %s attempt %d failed, retrying in %s: %s", activityName, st.Shard, st.Attempts, wait, st.LastError)
 		if err := sleep(ctx, wait, "retry on %s", st.Shard); err != nil {
 			return err

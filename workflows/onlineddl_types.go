@@ -94,6 +94,10 @@ type OnlineDDLResume struct {
 	MigrationID string          `json:"migration_id"`
 	Plan        OnlineDDLPlan   `json:"plan"`
 	Shards      []ShardDDLState `json:"shards"`
+	// ShadowStage, on the shadow path, is the stage the migration goes on
+	// with (copy, swap, hold, complete, revert); each shard's shadow state
+	// in Shards says which shards have done it. Empty on the direct path.
+	ShadowStage string `json:"shadow_stage,omitempty"`
 }
 
 // Summary is the one line the UI lists a migration's run with.
