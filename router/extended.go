@@ -284,7 +284,7 @@ func (c *clientConn) target(r *routed) error {
 }
 
 func sameTargets(a, b *routed) bool {
-	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit || (a.mode == routeScatter && (a.counts || b.counts || a.limited || b.limited || a.order != nil || b.order != nil)) {
+	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit || (a.mode == routeScatter && (a.limited || b.limited || a.engine != nil || b.engine != nil)) {
 		return false
 	}
 	for i := range a.shards {

@@ -1,6 +1,9 @@
 package router
 
-import "github.com/tesseradb/tessera/router/planner"
+import (
+	"github.com/tesseradb/tessera/router/engine"
+	"github.com/tesseradb/tessera/router/planner"
+)
 
 // stmtKind is what the router itself must do about a statement.
 type stmtKind int
@@ -38,14 +41,13 @@ type routed struct {
 	shards    []string
 	allShards bool // no shard-key value: every shard of the group
 	readOnly  bool
-	counts    bool // on several shards: sum their counts (counts.go)
 	// limited: on several shards, pass on at most limit rows (LIMIT
 	// without ORDER BY).
 	limited bool
 	limit   int64
-	// order: on several shards, merge their sorted rows by these keys and
-	// pass on the first limit (ordered.go).
-	order        []planner.OrderKey
+	// engine: on several shards, the plan the router runs over their
+	// rows (merge.go).
+	engine       *engine.Plan
 	sessionState bool // binds the client session to one backend from now on
 	rollbackTo   bool // ROLLBACK TO, which a failed transaction may run
 	scan         bool // the caller must know whether the statement failed

@@ -44,8 +44,9 @@ func (p *Plan) Build(inputs []Operator, format func(column int) Format) Operator
 }
 
 // Describe lists the operator tree, the root first, one operator a line,
-// each input indented under it (EXPLAIN (TESSERA)).
-func (p *Plan) Describe(shards []string) []string {
+// each input indented under it, the leaves (one line per shard: what it
+// runs) last (EXPLAIN (TESSERA)).
+func (p *Plan) Describe(leaves []string) []string {
 	var lines []string
 	depth := 0
 	add := func(s string) {
@@ -74,8 +75,8 @@ func (p *Plan) Describe(shards []string) []string {
 	} else {
 		add("Concat")
 	}
-	for _, s := range shards {
-		lines = append(lines, strings.Repeat("  ", depth)+"Shard "+s)
+	for _, l := range leaves {
+		lines = append(lines, strings.Repeat("  ", depth)+l)
 	}
 	return lines
 }

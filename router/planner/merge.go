@@ -1,6 +1,11 @@
 package planner
 
-import pg_query "github.com/pganalyze/pg_query_go/v6"
+import (
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/tesseradb/tessera/router/engine"
+	"github.com/tesseradb/tessera/topo/shardfunc"
+)
 
 // MergeKind says how the router combines the answers of a read that runs
 // on several shards, beyond passing their rows on.
@@ -9,27 +14,16 @@ type MergeKind int
 const (
 	// MergeRows: the shards' rows, concatenated, are the answer.
 	MergeRows MergeKind = iota
-	// MergeCounts: each shard answers one row of counts (a SELECT whose
-	// every output column is count(*) or count(expr)); the answer is one
-	// row of their sums.
-	MergeCounts
 	// MergeLimit: a SELECT with a LIMIT and no ORDER BY, which asks for
 	// any n rows; each shard returns at most n, and the first n of their
 	// rows are the answer (Statement.Limit says n).
 	MergeLimit
-	// MergeOrdered: a SELECT with ORDER BY integer output columns and a
-	// LIMIT; each shard returns its first n rows in order, and the first
-	// n of their merge are the answer (Statement.Order, Statement.Limit).
-	MergeOrdered
+	// MergeEngine: the router runs Statement.Engine, a tree of operators
+	// (package engine), over the shards' answers to the statement as
+	// written: each shard's rows are partial aggregates, sorted runs or
+	// distinct rows that the operators finish.
+	MergeEngine
 )
-
-// OrderKey is one ORDER BY item of a MergeOrdered statement: an output
-// column (0-based) holding an integer.
-type OrderKey struct {
-	Column     int
-	Desc       bool
-	NullsFirst bool
-}
 
 // maxOrderedLimit bounds the rows a router holds to merge ordered answers:
 // every shard's first n.
@@ -42,41 +36,16 @@ type Limit struct {
 	Param int   // 1-based parameter number, or 0
 }
 
-// countsOnly reports whether q is a SELECT whose only cross-shard
-// construct is its output list of counts: every output column a plain
-// count(*) or count(expr) (FILTER allowed, DISTINCT not: a value counted
-// on two shards would count twice), no other aggregate anywhere, and
-// nothing else (GROUP BY, ORDER BY, LIMIT, DISTINCT, ...) to combine. The
-// sum of the shards' counts is then exactly the count over all the data.
-func countsOnly(q *query, f *facts) bool {
-	s := q.sel
-	if s == nil || f.crossOther || f.limits > 0 || f.orders > 0 || s.Op != pg_query.SetOperation_SETOP_NONE || len(s.TargetList) == 0 || len(s.TargetList) != f.aggCalls {
-		return false
-	}
-	for _, t := range s.TargetList {
-		fc := t.GetResTarget().GetVal().GetFuncCall()
-		if fc == nil || funcName(fc) != "count" || fc.AggDistinct || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.Over != nil {
-			return false
-		}
-		if len(fc.Funcname) == 2 && fc.Funcname[0].GetString_().GetSval() != "pg_catalog" {
-			return false // a count of another schema is somebody's own function
-		}
-		if !(fc.AggStar && len(fc.Args) == 0) && len(fc.Args) != 1 {
-			return false
-		}
-	}
-	return true
-}
-
 // limitOnly reports whether q is a SELECT whose only cross-shard construct
-// is its own LIMIT (no ORDER BY, OFFSET, aggregate, LIMIT in a subquery,
-// ...), and returns it: the first n rows of the shards' answers, each
-// limited to n, are then a valid answer, as any n rows are.
+// is its own LIMIT (no ORDER BY, OFFSET, aggregate, GROUP BY, DISTINCT,
+// LIMIT in a subquery, ...), and returns it: the first n rows of the
+// shards' answers, each limited to n, are then a valid answer, as any n
+// rows are.
 func (c *planCtx) limitOnly(q *query, f *facts) (Limit, bool) {
 	s := q.sel
 	// FOR UPDATE would lock rows on every shard, more than the n returned.
-	if s == nil || f.crossOther || f.aggCalls > 0 || f.limits != 1 || f.orders > 0 || f.locking || s.Op != pg_query.SetOperation_SETOP_NONE ||
-		s.LimitCount == nil || s.LimitOffset != nil || len(s.SortClause) > 0 {
+	if s == nil || f.crossOther || f.aggCalls > 0 || f.groups > 0 || f.distincts > 0 || f.limits != 1 || f.orders > 0 || f.locking ||
+		s.Op != pg_query.SetOperation_SETOP_NONE || s.LimitCount == nil || s.LimitOffset != nil || len(s.SortClause) > 0 {
 		return Limit{}, false
 	}
 	switch n := s.LimitCount.GetNode().(type) {
@@ -93,19 +62,117 @@ func (c *planCtx) limitOnly(q *query, f *facts) (Limit, bool) {
 	return Limit{}, false
 }
 
-// orderedLimit reports whether q is a SELECT whose only cross-shard
-// constructs are its own ORDER BY and LIMIT, ordering by output columns
-// of integer type (the router compares integers exactly; text order
-// depends on collations it cannot reproduce), with a literal LIMIT of at
-// most maxOrderedLimit, and returns the keys and the limit. Each shard
-// sorts and limits its own rows; the merge of their first n rows, cut
-// at n, is the answer one Postgres would give (rows with equal keys may
-// come in another order, as on Postgres between two runs).
-func (c *planCtx) orderedLimit(q *query, f *facts, table *tableRef) ([]OrderKey, Limit, bool) {
+// enginePlan reports whether the router can finish q's answer from the
+// shards' answers to q as written, and returns the operators' plan. Each
+// shard runs the whole statement, so what it computes must be a partial
+// the router can finish exactly:
+//
+//   - ORDER BY output columns of integer or bool type with a literal
+//     LIMIT of at most maxOrderedLimit (no aggregation): each shard sends
+//     its first n rows in order; a k-way merge cut at n is the answer.
+//   - aggregates, with or without GROUP BY, or DISTINCT: each shard sends
+//     its groups with partial aggregates (count, sum of int2, int4, int8
+//     and numeric, min and max of integers, bool_and, bool_or, every;
+//     FILTER allowed); the router groups them again by the key columns,
+//     which must be output columns whose encodings are equal exactly when
+//     Postgres's values are, and finishes the aggregates. An ORDER BY of
+//     integer or bool outputs sorts the final rows. A LIMIT, OFFSET or
+//     HAVING would run on each shard's partial groups: refused.
+//
+// Anything else is refused by the caller with its crossShard reason.
+func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan, bool) {
 	s := q.sel
-	if s == nil || table == nil || f.crossOther || f.aggCalls > 0 || f.limits != 1 || f.orders != 1 || f.locking ||
-		s.Op != pg_query.SetOperation_SETOP_NONE || len(s.SortClause) == 0 || s.LimitCount == nil || s.LimitOffset != nil {
-		return nil, Limit{}, false
+	if s == nil || f.crossOther || f.locking || s.Op != pg_query.SetOperation_SETOP_NONE || s.LimitOffset != nil {
+		return nil, false
+	}
+	if table == nil {
+		return countsPlan(s, f)
+	}
+	grouped := len(s.GroupClause) > 0 || s.GroupDistinct
+	distinct := len(s.DistinctClause) > 0
+	if distinct && (len(s.DistinctClause) != 1 || s.DistinctClause[0].GetNode() != nil) {
+		return nil, false // DISTINCT ON
+	}
+	// Every construct the walk counted must be this SELECT's own.
+	if f.groups != b2i(grouped) || f.distincts != b2i(distinct) || f.orders != b2i(len(s.SortClause) > 0) || f.limits != b2i(s.LimitCount != nil) {
+		return nil, false
+	}
+	outs, ok := c.engineOutputs(s, table)
+	if !ok {
+		return nil, false
+	}
+	aggregated := f.aggCalls > 0 || grouped || distinct
+	if !aggregated {
+		return c.orderedLimitPlan(s, table, outs)
+	}
+	if s.LimitCount != nil || s.GroupDistinct || distinct && (grouped || f.aggCalls > 0) {
+		return nil, false
+	}
+	calls := 0
+	for _, o := range outs {
+		if o.agg != engine.GroupKey {
+			calls++
+		}
+	}
+	if calls != f.aggCalls {
+		return nil, false // an aggregate inside an expression, a subquery, ...
+	}
+	keys := map[string]bool{}
+	if grouped {
+		if keys, ok = c.groupColumns(s, table, outs); !ok {
+			return nil, false
+		}
+	}
+	p := &engine.Plan{Scalar: !grouped && !distinct, Limit: -1}
+	shown := map[string]bool{}
+	for _, o := range outs {
+		col := engine.AggColumn{Func: o.agg, Type: o.typ}
+		if o.agg == engine.GroupKey {
+			// A shown column must be a group key (DISTINCT: every output
+			// is one), of a type whose encodings compare as its values.
+			if o.column == "" || !(distinct || keys[o.column]) || !equalByBytes(o.colType) {
+				return nil, false
+			}
+			shown[o.column] = true
+		}
+		p.Aggregate = append(p.Aggregate, col)
+	}
+	for k := range keys {
+		if !shown[k] {
+			return nil, false // a key the shards' rows do not show
+		}
+	}
+	if len(s.SortClause) > 0 {
+		if p.Sort, ok = c.sortKeys(s, table, outs); !ok {
+			return nil, false
+		}
+	}
+	return p, true
+}
+
+// countsPlan: a SELECT of several tables (colocated) whose every output
+// column is a count and which combines nothing else: the sum of the
+// shards' counts is the count over all the data.
+func countsPlan(s *pg_query.SelectStmt, f *facts) (*engine.Plan, bool) {
+	if f.groups > 0 || f.distincts > 0 || f.orders > 0 || f.limits > 0 || len(s.TargetList) == 0 || len(s.TargetList) != f.aggCalls {
+		return nil, false
+	}
+	p := &engine.Plan{Scalar: true, Limit: -1}
+	for _, t := range s.TargetList {
+		fc := t.GetResTarget().GetVal().GetFuncCall()
+		if fc == nil || funcName(fc) != "count" || !builtinCall(fc) || fc.AggDistinct || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.Over != nil ||
+			fc.AggStar != (len(fc.Args) == 0) || len(fc.Args) > 1 {
+			return nil, false
+		}
+		p.Aggregate = append(p.Aggregate, engine.AggColumn{Func: engine.SumCounts, Type: engine.Int})
+	}
+	return p, true
+}
+
+// orderedLimitPlan: ORDER BY and a literal LIMIT, nothing to aggregate.
+func (c *planCtx) orderedLimitPlan(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput) (*engine.Plan, bool) {
+	if len(s.SortClause) == 0 || s.LimitCount == nil {
+		return nil, false
 	}
 	if s.LimitCount.GetAConst() != nil {
 		// Whether the limit is usable depends on its value: cache the
@@ -114,70 +181,31 @@ func (c *planCtx) orderedLimit(q *query, f *facts, table *tableRef) ([]OrderKey,
 	}
 	v, ok := s.LimitCount.GetAConst().GetVal().(*pg_query.A_Const_Ival)
 	if !ok || v.Ival.Ival < 0 || v.Ival.Ival > maxOrderedLimit {
-		return nil, Limit{}, false
+		return nil, false
 	}
-	outputs, ok := c.outputColumns(s, table)
+	keys, ok := c.sortKeys(s, table, outs)
 	if !ok {
-		return nil, Limit{}, false
+		return nil, false
 	}
-	var keys []OrderKey
-	for _, n := range s.SortClause {
-		sb := n.GetSortBy()
-		if sb == nil || sb.SortbyDir == pg_query.SortByDir_SORTBY_USING || len(sb.UseOp) > 0 {
-			return nil, Limit{}, false
-		}
-		col := -1
-		switch x := sb.Node.GetNode().(type) {
-		case *pg_query.Node_AConst:
-			if p, ok := x.AConst.Val.(*pg_query.A_Const_Ival); ok && p.Ival.Ival >= 1 && int(p.Ival.Ival) <= len(outputs) {
-				col = int(p.Ival.Ival) - 1
-			}
-		case *pg_query.Node_ColumnRef:
-			// A bare name is an output column's name first; a qualified
-			// one (items.k) is always the table's column, whatever output
-			// column is named like it.
-			name := lastField(x.ColumnRef)
-			qualified := len(x.ColumnRef.Fields) > 1
-			if qualified && !refersTo(x.ColumnRef, table) {
-				return nil, Limit{}, false
-			}
-			for i, o := range outputs {
-				if !qualified && o.name == name || qualified && o.column == name {
-					if col >= 0 {
-						return nil, Limit{}, false // ambiguous
-					}
-					col = i
-				}
-			}
-		}
-		if col < 0 || outputs[col].column == "" {
-			return nil, Limit{}, false
-		}
-		typ, err := c.columnType(table.name, outputs[col].column)
-		if err != nil || !typ.IsInteger() {
-			return nil, Limit{}, false
-		}
-		desc := sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC
-		nullsFirst := desc // Postgres's default
-		switch sb.SortbyNulls {
-		case pg_query.SortByNulls_SORTBY_NULLS_FIRST:
-			nullsFirst = true
-		case pg_query.SortByNulls_SORTBY_NULLS_LAST:
-			nullsFirst = false
-		}
-		keys = append(keys, OrderKey{Column: col, Desc: desc, NullsFirst: nullsFirst})
-	}
-	return keys, Limit{Value: int64(v.Ival.Ival)}, true
+	return &engine.Plan{Merge: keys, Limit: int64(v.Ival.Ival)}, true
 }
 
-// output is one output column of a SELECT: its name, and the table
-// column it shows ("" for an expression).
-type output struct{ name, column string }
+// engineOutput is one output column of a single-table SELECT as the
+// engine sees it: its name, the table column it shows ("" for anything
+// else) and that column's type, or the aggregate it is.
+type engineOutput struct {
+	name, column string
+	colType      shardfunc.ColumnType // 0: not a column, or of a type the planner does not know
+	agg          engine.AggFunc       // GroupKey: not an aggregate
+	typ          engine.Type          // how the engine reads the value
+}
 
-// outputColumns lists a single-table SELECT's output columns: * expands
-// to the table's columns, a column reference shows that column.
-func (c *planCtx) outputColumns(s *pg_query.SelectStmt, table *tableRef) ([]output, bool) {
-	var out []output
+// engineOutputs lists s's output columns: * expands to the table's
+// columns; a column reference shows that column; an aggregate call is
+// classified by mergeableAggregate. Anything else is an expression the
+// engine cannot see into (colType 0, not an aggregate).
+func (c *planCtx) engineOutputs(s *pg_query.SelectStmt, table *tableRef) ([]engineOutput, bool) {
+	var out []engineOutput
 	for _, t := range s.TargetList {
 		rt := t.GetResTarget()
 		if rt == nil {
@@ -193,23 +221,204 @@ func (c *planCtx) outputColumns(s *pg_query.SelectStmt, table *tableRef) ([]outp
 				return nil, false
 			}
 			for _, col := range cols {
-				out = append(out, output{name: col, column: col})
+				out = append(out, c.columnOutput(table, col, col))
 			}
 			continue
 		}
-		o := output{name: rt.Name}
 		if cr != nil {
 			if len(cr.Fields) > 1 && !refersTo(cr, table) {
 				return nil, false
 			}
-			o.column = lastField(cr)
-			if o.name == "" {
-				o.name = o.column
+			name := rt.Name
+			if name == "" {
+				name = lastField(cr)
 			}
+			out = append(out, c.columnOutput(table, name, lastField(cr)))
+			continue
+		}
+		o := engineOutput{name: rt.Name}
+		if fc := rt.GetVal().GetFuncCall(); fc != nil {
+			agg, typ, ok := c.mergeableAggregate(fc, table)
+			if !ok {
+				return nil, false
+			}
+			o.agg, o.typ = agg, typ
 		}
 		out = append(out, o)
 	}
 	return out, true
+}
+
+func (c *planCtx) columnOutput(table *tableRef, name, column string) engineOutput {
+	o := engineOutput{name: name, column: column}
+	if t, err := c.columnType(table.name, column); err == nil {
+		o.colType = t
+		o.typ = engineType(t)
+	}
+	return o
+}
+
+// engineType is how the engine reads a column of type t: integers and
+// booleans as values, the rest as bytes it does not order.
+func engineType(t shardfunc.ColumnType) engine.Type {
+	switch {
+	case t.IsInteger():
+		return engine.Int
+	case t == shardfunc.Bool:
+		return engine.Bool
+	case t == shardfunc.Numeric:
+		return engine.Numeric
+	}
+	return engine.Opaque
+}
+
+// equalByBytes reports whether two values of type t are equal in Postgres
+// exactly when their encodings (in one format, under the same settings)
+// are: not numeric (1.0 = 1.00), bpchar (trailing blanks), timestamps
+// (their text depends on TimeZone and DateStyle) or name. Text and varchar
+// compare by bytes under a deterministic collation, which every collation
+// but a nondeterministic ICU one is.
+func equalByBytes(t shardfunc.ColumnType) bool {
+	switch t {
+	case shardfunc.Int2, shardfunc.Int4, shardfunc.Int8, shardfunc.Bool, shardfunc.Text, shardfunc.Varchar, shardfunc.UUID, shardfunc.Date:
+		return true
+	}
+	return false
+}
+
+// mergeableAggregate classifies a built-in aggregate call whose shard
+// partials the engine finishes exactly, with Postgres's result type.
+func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (engine.AggFunc, engine.Type, bool) {
+	// DISTINCT would count a value found on two shards twice; an ORDER
+	// BY inside or WITHIN GROUP belongs to other aggregates.
+	if !builtinCall(fc) || fc.AggDistinct || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.Over != nil || fc.AggStar != (len(fc.Args) == 0) || len(fc.Args) > 1 {
+		return 0, 0, false
+	}
+	name := funcName(fc)
+	if name == "count" {
+		return engine.SumCounts, engine.Int, true
+	}
+	if fc.AggStar {
+		return 0, 0, false
+	}
+	switch name {
+	case "bool_and", "every":
+		return engine.BoolAnd, engine.Bool, true
+	case "bool_or":
+		return engine.BoolOr, engine.Bool, true
+	}
+	// sum, min and max: their result type is the argument's, known here
+	// for a plain column only.
+	cr := fc.Args[0].GetColumnRef()
+	if cr == nil || isStar(cr) || len(cr.Fields) > 1 && !refersTo(cr, table) {
+		return 0, 0, false
+	}
+	t, err := c.columnType(table.name, lastField(cr))
+	if err != nil {
+		return 0, 0, false
+	}
+	switch {
+	case name == "sum" && (t == shardfunc.Int2 || t == shardfunc.Int4):
+		return engine.SumInt8, engine.Int, true
+	case name == "sum" && (t == shardfunc.Int8 || t == shardfunc.Numeric):
+		return engine.SumNumeric, engine.Numeric, true
+	case name == "min" && t.IsInteger():
+		return engine.Min, engine.Int, true
+	case name == "max" && t.IsInteger():
+		return engine.Max, engine.Int, true
+	}
+	return 0, 0, false
+}
+
+// groupColumns resolves a GROUP BY of table columns (by name, qualified
+// name or output position) to their names.
+func (c *planCtx) groupColumns(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput) (map[string]bool, bool) {
+	cols, err := c.columnNames(table.name)
+	if err != nil {
+		return nil, false
+	}
+	keys := map[string]bool{}
+	for _, n := range s.GroupClause {
+		switch x := n.GetNode().(type) {
+		case *pg_query.Node_AConst:
+			p, ok := x.AConst.Val.(*pg_query.A_Const_Ival)
+			if !ok || p.Ival.Ival < 1 || int(p.Ival.Ival) > len(outs) || outs[p.Ival.Ival-1].column == "" {
+				return nil, false
+			}
+			keys[outs[p.Ival.Ival-1].column] = true
+		case *pg_query.Node_ColumnRef:
+			// GROUP BY reads a bare name as the table's column first.
+			name := lastField(x.ColumnRef)
+			if isStar(x.ColumnRef) || len(x.ColumnRef.Fields) > 1 && !refersTo(x.ColumnRef, table) || !contains(cols, name) {
+				return nil, false
+			}
+			keys[name] = true
+		default:
+			return nil, false // an expression, GROUPING SETS, ROLLUP, CUBE
+		}
+	}
+	return keys, true
+}
+
+// sortKeys resolves an ORDER BY of output columns (by position, output
+// name, or qualified table column) the engine can order: integers and
+// booleans.
+func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput) ([]engine.SortKey, bool) {
+	var keys []engine.SortKey
+	for _, n := range s.SortClause {
+		sb := n.GetSortBy()
+		if sb == nil || sb.SortbyDir == pg_query.SortByDir_SORTBY_USING || len(sb.UseOp) > 0 {
+			return nil, false
+		}
+		col := -1
+		switch x := sb.Node.GetNode().(type) {
+		case *pg_query.Node_AConst:
+			if p, ok := x.AConst.Val.(*pg_query.A_Const_Ival); ok && p.Ival.Ival >= 1 && int(p.Ival.Ival) <= len(outs) {
+				col = int(p.Ival.Ival) - 1
+			}
+		case *pg_query.Node_ColumnRef:
+			// A bare name is an output column's name first; a qualified
+			// one (items.k) is always the table's column, whatever output
+			// column is named like it.
+			name := lastField(x.ColumnRef)
+			qualified := len(x.ColumnRef.Fields) > 1
+			if qualified && !refersTo(x.ColumnRef, table) {
+				return nil, false
+			}
+			for i, o := range outs {
+				if !qualified && o.name == name || qualified && o.column == name {
+					if col >= 0 {
+						return nil, false // ambiguous
+					}
+					col = i
+				}
+			}
+		}
+		if col < 0 {
+			return nil, false
+		}
+		o := outs[col]
+		if o.agg == engine.GroupKey && o.column == "" || o.typ != engine.Int && o.typ != engine.Bool {
+			return nil, false
+		}
+		desc := sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC
+		nullsFirst := desc // Postgres's default
+		switch sb.SortbyNulls {
+		case pg_query.SortByNulls_SORTBY_NULLS_FIRST:
+			nullsFirst = true
+		case pg_query.SortByNulls_SORTBY_NULLS_LAST:
+			nullsFirst = false
+		}
+		keys = append(keys, engine.SortKey{Column: col, Type: o.typ, Desc: desc, NullsFirst: nullsFirst})
+	}
+	return keys, true
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func lastField(cr *pg_query.ColumnRef) string {

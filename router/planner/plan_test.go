@@ -73,7 +73,7 @@ var routeCases = []struct {
 	{"SELECT count(*) OVER () FROM customers", nil, "select error 0A000"},
 	{"COPY (SELECT count(*) FROM customers) TO STDOUT", nil, "copy error 0A000"},
 	{"DECLARE c CURSOR FOR SELECT count(*) FROM customers", nil, "utility error 0A000"},
-	{"SELECT DISTINCT name FROM customers", nil, "select error 0A000"},
+	{"SELECT DISTINCT name FROM customers", nil, "select scatter customer-shard-1,customer-shard-2"},
 	{"SELECT name FROM customers UNION SELECT name FROM customers", nil, "select error 0A000"},
 	{"SELECT count(*) FROM customers WHERE customer_id = 42", nil, "select shard customer-shard-1"},
 	{"SELECT * FROM customers WHERE customer_id IN (1, 42) ORDER BY name", nil, "select error 0A000"},
