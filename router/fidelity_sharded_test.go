@@ -132,8 +132,12 @@ func checkFidelity(t *testing.T, conn, ref *pgx.Conn, cases []fidelityCase) {
 }
 
 // A clause that needs the rows of every shard together (DISTINCT, GROUP
-// BY, HAVING, windows, OFFSET) is refused across shards even under a
-// LIMIT, which the router can merge alone; on one shard it is answered.
+// BY, HAVING, windows, OFFSET) is refused across shards under a LIMIT
+// through the extended protocol (pgx's default, used here): the router's
+// engine would have the shards run the statement without its LIMIT or
+// OFFSET, which it sends through the simple protocol only (the
+// differential harness checks those answers). On one shard it is
+// answered.
 func TestCombiningClausesUnderLimit(t *testing.T) {
 	conn := connect(t, "store")
 	fidelityRows(t, conn)

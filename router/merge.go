@@ -19,9 +19,22 @@ import (
 // and RowDescription go through, then the engine's rows and a
 // CommandComplete counting them.
 
+// errEngineExtended refuses, for now, a statement whose shards must run
+// other SQL (planner: engine.Plan.ShardSQL) through the extended
+// protocol, whose Parse, Bind and Describe name the client's statement.
+var errEngineExtended = pgerr.New(pgerr.FeatureNotSupported, "LIMIT or OFFSET after a merge across shards through the extended protocol is not supported yet (send it as a simple Query)")
+
 // scatterEngine runs r on each of its shards and answers with what r's
 // engine plan makes of their rows.
 func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
+	if sql := r.engine.ShardSQL; sql != "" {
+		if len(frontend) == 0 || frontend[0] != 'Q' {
+			c.out = appendError(c.out, "ERROR", errEngineExtended)
+			c.failTx()
+			return true, nil
+		}
+		frontend = queryMessage(sql)
+	}
 	formats := resultFormats(frontend)
 	var first []byte // the first shard's answer: its messages frame ours
 	inputs := make([]engine.Operator, len(r.shards))

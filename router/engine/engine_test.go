@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -115,5 +116,40 @@ func TestSortIsStableAndBinary(t *testing.T) {
 	Drain(NewSort(src, []SortKey{{Column: 0, Type: Int, Desc: true}}, bin), func(r Row) { got = append(got, string(r.Values[1])) })
 	if strings.Join(got, "") != "xzy" {
 		t.Fatalf("got %v", got)
+	}
+}
+
+func TestFilterDropsNullsAndFailures(t *testing.T) {
+	conds := []Condition{{Column: 0, Op: ">", Value: 2}, {Column: 1, Op: "<>", Value: 0}}
+	got := strings.Join(collect(t, NewFilter(rows("3,1", "2,1", "NULL,1", "5,0", "9,NULL", "7,-1"), conds, text)), " ")
+	if got != "3,1 7,-1" {
+		t.Fatalf("got %s", got)
+	}
+}
+
+// TestNumericSendAsPostgres: the binary numerics follow numeric_send
+// (base-10000 digits aligned at the point, no leading or trailing zero
+// digits, weight 0 and a positive sign for zero); the differential
+// harness compares them with Postgres's own bytes.
+func TestNumericSendAsPostgres(t *testing.T) {
+	for text, want := range map[string]string{
+		"7.00":       "0001 0000 0000 0002 0007",
+		"0.00":       "0000 0000 0000 0002",
+		"10000":      "0001 0001 0000 0000 0001",
+		"-123456.78": "0003 0001 4000 0002 000c 0d80 1e78",
+		"0.0001":     "0001 ffff 0000 0004 0001",
+		"NaN":        "0000 0000 c000 0000",
+	} {
+		got, err := numericSend(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hex []string
+		for i := 0; i+1 < len(got); i += 2 {
+			hex = append(hex, fmt.Sprintf("%02x%02x", got[i], got[i+1]))
+		}
+		if g := strings.Join(hex, " "); g != want {
+			t.Errorf("%s: got %s, want %s", text, g, want)
+		}
 	}
 }

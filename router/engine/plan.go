@@ -15,11 +15,18 @@ type Plan struct {
 	// nil for none. Scalar: no GROUP BY (one row even for no input).
 	Aggregate []AggColumn
 	Scalar    bool
+	// Having: conditions on the aggregated rows (HAVING), all of which
+	// must hold.
+	Having []Condition
 	// Sort: order the aggregated rows by these keys.
 	Sort []SortKey
 	// Offset, and Limit (negative: none), applied last.
 	Offset int64
 	Limit  int64
+	// ShardSQL: what each shard runs instead of the statement (its
+	// LIMIT and OFFSET apply to the merged rows, not to each shard's);
+	// empty: the statement as written.
+	ShardSQL string
 }
 
 // Build makes the plan's operator tree over one input per shard, whose
@@ -33,6 +40,9 @@ func (p *Plan) Build(inputs []Operator, format func(column int) Format) Operator
 	}
 	if p.Aggregate != nil {
 		op = NewAggregate(op, p.Aggregate, p.Scalar, format)
+	}
+	if len(p.Having) > 0 {
+		op = NewFilter(op, p.Having, format)
 	}
 	if len(p.Sort) > 0 {
 		op = NewSort(op, p.Sort, format)
@@ -58,6 +68,13 @@ func (p *Plan) Describe(leaves []string) []string {
 	}
 	if len(p.Sort) > 0 {
 		add("Sort by " + keysText(p.Sort))
+	}
+	if len(p.Having) > 0 {
+		var conds []string
+		for _, c := range p.Having {
+			conds = append(conds, c.String())
+		}
+		add("Filter: " + strings.Join(conds, " AND "))
 	}
 	if p.Aggregate != nil {
 		var cols []string

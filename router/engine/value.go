@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -108,12 +109,72 @@ func readNumeric(v []byte, format Format) (pgtype.Numeric, error) {
 	return n, err
 }
 
+// writeNumeric encodes a numeric as Postgres sends it. The text form is
+// pgtype's; the binary one is built from it here, as numeric_send does:
+// base-10000 digits without leading or trailing zero digits (pgtype
+// keeps trailing ones, which compare equal but are other bytes).
 func writeNumeric(n pgtype.Numeric, format Format) ([]byte, error) {
-	plan := numericCodec.PlanEncode(typeMap, pgtype.NumericOID, format, n)
+	plan := numericCodec.PlanEncode(typeMap, pgtype.NumericOID, 0, n)
 	if plan == nil {
-		return nil, fmt.Errorf("no numeric encoder for format %d", format)
+		return nil, fmt.Errorf("no numeric encoder")
 	}
-	return plan.Encode(n, nil)
+	text, err := plan.Encode(n, nil)
+	if err != nil || format != 1 {
+		return text, err
+	}
+	return numericSend(string(text))
+}
+
+// numericSend is the binary form of a numeric written in text: ndigits,
+// weight, sign and display scale (int16 each), then the digits.
+func numericSend(text string) ([]byte, error) {
+	const pos, neg, nan, pinf, ninf = 0x0000, 0x4000, 0xC000, 0xD000, 0xF000
+	special := func(sign uint16) []byte {
+		return binary.BigEndian.AppendUint16([]byte{0, 0, 0, 0}, sign)[:6:6]
+	}
+	switch text {
+	case "NaN":
+		return append(special(nan), 0, 0), nil
+	case "Infinity":
+		return append(special(pinf), 0, 0), nil
+	case "-Infinity":
+		return append(special(ninf), 0, 0), nil
+	}
+	sign := uint16(pos)
+	if strings.HasPrefix(text, "-") {
+		sign, text = neg, text[1:]
+	}
+	intPart, frac, _ := strings.Cut(text, ".")
+	if intPart == "" || strings.Trim(intPart+frac, "0123456789") != "" {
+		return nil, fmt.Errorf("numeric text %q", text)
+	}
+	dscale := len(frac)
+	intPart = strings.Repeat("0", (4-len(intPart)%4)%4) + intPart
+	frac += strings.Repeat("0", (4-len(frac)%4)%4)
+	all := intPart + frac
+	digits := make([]uint16, 0, len(all)/4)
+	for i := 0; i < len(all); i += 4 {
+		d, _ := strconv.Atoi(all[i : i+4])
+		digits = append(digits, uint16(d))
+	}
+	weight := len(intPart)/4 - 1
+	for len(digits) > 0 && digits[0] == 0 {
+		digits, weight = digits[1:], weight-1
+	}
+	for len(digits) > 0 && digits[len(digits)-1] == 0 {
+		digits = digits[:len(digits)-1]
+	}
+	if len(digits) == 0 {
+		weight, sign = 0, pos
+	}
+	out := binary.BigEndian.AppendUint16(nil, uint16(len(digits)))
+	out = binary.BigEndian.AppendUint16(out, uint16(int16(weight)))
+	out = binary.BigEndian.AppendUint16(out, sign)
+	out = binary.BigEndian.AppendUint16(out, uint16(dscale))
+	for _, d := range digits {
+		out = binary.BigEndian.AppendUint16(out, d)
+	}
+	return out, nil
 }
 
 // compareValues orders two non-NULL values of one column of type t.

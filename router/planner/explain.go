@@ -122,9 +122,13 @@ func (s *Statement) Describe(params Params) []string {
 	if err != nil {
 		return append(lines, "Error: "+pgerr.Code(err)+": "+err.Error())
 	}
+	sql := s.SQL
+	if s.Merge == MergeEngine && len(shards) > 1 && s.Engine.ShardSQL != "" {
+		sql = s.Engine.ShardSQL
+	}
 	var leaves []string
 	for _, sh := range shards {
-		leaves = append(leaves, "Shard "+sh+": "+s.SQL)
+		leaves = append(leaves, "Shard "+sh+": "+sql)
 	}
 	if s.Merge == MergeEngine && len(shards) > 1 {
 		// The operators the router runs over the shards' rows.

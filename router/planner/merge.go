@@ -1,7 +1,11 @@
 package planner
 
 import (
+	"math"
+
 	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/tesseradb/tessera/router/engine"
 	"github.com/tesseradb/tessera/topo/shardfunc"
@@ -25,10 +29,6 @@ const (
 	MergeEngine
 )
 
-// maxOrderedLimit bounds the rows a router holds to merge ordered answers:
-// every shard's first n.
-const maxOrderedLimit = 10000
-
 // Limit is the n of a LIMIT the router applies across shards: a value
 // written in the statement, or the parameter that holds it.
 type Limit struct {
@@ -44,7 +44,7 @@ type Limit struct {
 func (c *planCtx) limitOnly(q *query, f *facts) (Limit, bool) {
 	s := q.sel
 	// FOR UPDATE would lock rows on every shard, more than the n returned.
-	if s == nil || f.crossOther || f.aggCalls > 0 || f.groups > 0 || f.distincts > 0 || f.limits != 1 || f.orders > 0 || f.locking ||
+	if s == nil || f.crossOther || f.aggCalls > 0 || f.groups > 0 || f.distincts > 0 || f.offsets > 0 || f.havings > 0 || f.limits != 1 || f.orders > 0 || f.locking ||
 		s.Op != pg_query.SetOperation_SETOP_NONE || s.LimitCount == nil || s.LimitOffset != nil || len(s.SortClause) > 0 {
 		return Limit{}, false
 	}
@@ -82,10 +82,25 @@ func (c *planCtx) limitOnly(q *query, f *facts) (Limit, bool) {
 // Anything else is refused by the caller with its crossShard reason.
 func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan, bool) {
 	s := q.sel
-	if s == nil || f.crossOther || f.locking || s.Op != pg_query.SetOperation_SETOP_NONE || s.LimitOffset != nil {
+	if s == nil || f.locking || s.Op != pg_query.SetOperation_SETOP_NONE {
+		return nil, false
+	}
+	offset, ok := literalCount(s.LimitOffset, 0)
+	if !ok || f.crossOther {
+		return nil, false
+	}
+	if s.LimitCount != nil || s.LimitOffset != nil {
+		// The plan holds their values: cache it under its text.
+		c.exact = true
+	}
+	limit, ok := literalCount(s.LimitCount, -1)
+	if !ok {
 		return nil, false
 	}
 	if table == nil {
+		if offset > 0 || s.LimitCount != nil {
+			return nil, false
+		}
 		return countsPlan(s, f)
 	}
 	grouped := len(s.GroupClause) > 0 || s.GroupDistinct
@@ -94,7 +109,7 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 		return nil, false // DISTINCT ON
 	}
 	// Every construct the walk counted must be this SELECT's own.
-	if f.groups != b2i(grouped) || f.distincts != b2i(distinct) || f.orders != b2i(len(s.SortClause) > 0) || f.limits != b2i(s.LimitCount != nil) {
+	if f.groups != b2i(grouped) || f.distincts != b2i(distinct) || f.orders != b2i(len(s.SortClause) > 0) || f.limits != b2i(s.LimitCount != nil) || f.offsets != b2i(s.LimitOffset != nil) || f.havings != b2i(s.HavingClause != nil) {
 		return nil, false
 	}
 	outs, ok := c.engineOutputs(s, table)
@@ -103,9 +118,12 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 	}
 	aggregated := f.aggCalls > 0 || grouped || distinct
 	if !aggregated {
-		return c.orderedLimitPlan(s, table, outs)
+		if s.HavingClause != nil {
+			return nil, false // HAVING without aggregates or GROUP BY: rare, and not finished here
+		}
+		return c.orderedPlan(s, table, outs, offset, limit)
 	}
-	if s.LimitCount != nil || s.GroupDistinct || distinct && (grouped || f.aggCalls > 0) {
+	if s.GroupDistinct || distinct && (grouped || f.aggCalls > 0) {
 		return nil, false
 	}
 	calls := 0
@@ -113,6 +131,15 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 		if o.agg != engine.GroupKey {
 			calls++
 		}
+	}
+	var having []engine.Condition
+	if s.HavingClause != nil {
+		// The HAVING's aggregates are the outputs' own calls, counted
+		// once more each.
+		if having, ok = havingConditions(s.HavingClause, s.TargetList, outs); !ok {
+			return nil, false
+		}
+		calls += len(having)
 	}
 	if calls != f.aggCalls {
 		return nil, false // an aggregate inside an expression, a subquery, ...
@@ -123,7 +150,7 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 			return nil, false
 		}
 	}
-	p := &engine.Plan{Scalar: !grouped && !distinct, Limit: -1}
+	p := &engine.Plan{Scalar: !grouped && !distinct, Having: having, Offset: offset, Limit: limit}
 	shown := map[string]bool{}
 	for _, o := range outs {
 		col := engine.AggColumn{Func: o.agg, Type: o.typ}
@@ -147,14 +174,135 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 			return nil, false
 		}
 	}
+	if s.LimitCount != nil || s.LimitOffset != nil || s.HavingClause != nil {
+		// Each shard answers all its groups; the router filters and
+		// limits the final rows.
+		shard := proto.Clone(s).(*pg_query.SelectStmt)
+		shard.HavingClause = nil
+		if p.ShardSQL = c.withLimit(shard, nil, nil); p.ShardSQL == "" {
+			return nil, false
+		}
+	}
 	return p, true
+}
+
+// havingConditions reads a HAVING that is a conjunction of comparisons
+// of an output's integer aggregate (the same call, written the same way)
+// with an integer literal.
+func havingConditions(n *pg_query.Node, targets []*pg_query.Node, outs []engineOutput) ([]engine.Condition, bool) {
+	if b := n.GetBoolExpr(); b != nil {
+		if b.Boolop != pg_query.BoolExprType_AND_EXPR {
+			return nil, false
+		}
+		var out []engine.Condition
+		for _, arg := range b.Args {
+			conds, ok := havingConditions(arg, targets, outs)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, conds...)
+		}
+		return out, true
+	}
+	if len(targets) != len(outs) {
+		return nil, false // a * among the outputs
+	}
+	e := n.GetAExpr()
+	if e == nil || e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 {
+		return nil, false
+	}
+	op := e.Name[0].GetString_().GetSval()
+	call, lit := e.Lexpr, e.Rexpr
+	if lit.GetAConst() == nil {
+		call, lit = lit, call
+		op = flipped[op]
+	}
+	v, ok := lit.GetAConst().GetVal().(*pg_query.A_Const_Ival)
+	if !ok || call.GetFuncCall() == nil || !validOps[op] {
+		return nil, false
+	}
+	for i, t := range targets {
+		if i < len(outs) && outs[i].agg != engine.GroupKey && outs[i].typ == engine.Int && sameExpr(t.GetResTarget().GetVal(), call) {
+			return []engine.Condition{{Column: i, Op: op, Value: int64(v.Ival.Ival)}}, true
+		}
+	}
+	return nil, false
+}
+
+// flipped is each comparison with its operands swapped (3 < x: x > 3).
+var flipped = map[string]string{"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+var validOps = map[string]bool{"=": true, "<>": true, "<": true, "<=": true, ">": true, ">=": true}
+
+// sameExpr reports whether two expressions are written alike, wherever
+// they are in the text.
+func sameExpr(a, b *pg_query.Node) bool {
+	return proto.Equal(withoutLocations(a), withoutLocations(b))
+}
+
+func withoutLocations(n *pg_query.Node) *pg_query.Node {
+	c := proto.Clone(n).(*pg_query.Node)
+	clearLocations(c.ProtoReflect())
+	return c
+}
+
+func clearLocations(m protoreflect.Message) {
+	var located []protoreflect.FieldDescriptor
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Name() == "location":
+			located = append(located, fd)
+		case fd.IsList() && fd.Message() != nil:
+			for i, l := 0, v.List(); i < l.Len(); i++ {
+				clearLocations(l.Get(i).Message())
+			}
+		case fd.Message() != nil && !fd.IsMap():
+			clearLocations(v.Message())
+		}
+		return true
+	})
+	for _, fd := range located {
+		m.Clear(fd)
+	}
+}
+
+// withLimit is s deparsed with another LIMIT and OFFSET (nil: none).
+func (c *planCtx) withLimit(s *pg_query.SelectStmt, limit, offset *pg_query.Node) string {
+	shard := proto.Clone(s).(*pg_query.SelectStmt)
+	shard.LimitCount, shard.LimitOffset = limit, offset
+	if limit == nil {
+		shard.LimitOption = pg_query.LimitOption_LIMIT_OPTION_DEFAULT
+	}
+	sql, err := pg_query.Deparse(&pg_query.ParseResult{Version: c.version, Stmts: []*pg_query.RawStmt{{Stmt: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: shard}}}}})
+	if err != nil {
+		return ""
+	}
+	return sql
+}
+
+// literalCount reads a LIMIT or OFFSET: absent (dflt), or an integer
+// literal of at least 0. Anything else (a parameter, an expression, NULL,
+// ALL) is not read.
+func literalCount(n *pg_query.Node, dflt int64) (int64, bool) {
+	if n == nil {
+		return dflt, true
+	}
+	v, ok := n.GetAConst().GetVal().(*pg_query.A_Const_Ival)
+	if !ok || v.Ival.Ival < 0 {
+		return 0, false
+	}
+	return int64(v.Ival.Ival), true
+}
+
+func intConst(n int64) *pg_query.Node {
+	return &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{Val: &pg_query.A_Const_Ival{Ival: &pg_query.Integer{Ival: int32(n)}}}}}
 }
 
 // countsPlan: a SELECT of several tables (colocated) whose every output
 // column is a count and which combines nothing else: the sum of the
 // shards' counts is the count over all the data.
 func countsPlan(s *pg_query.SelectStmt, f *facts) (*engine.Plan, bool) {
-	if f.groups > 0 || f.distincts > 0 || f.orders > 0 || f.limits > 0 || len(s.TargetList) == 0 || len(s.TargetList) != f.aggCalls {
+	if f.groups > 0 || f.distincts > 0 || f.orders > 0 || f.limits > 0 || f.offsets > 0 || f.havings > 0 || len(s.TargetList) == 0 || len(s.TargetList) != f.aggCalls {
 		return nil, false
 	}
 	p := &engine.Plan{Scalar: true, Limit: -1}
@@ -169,25 +317,36 @@ func countsPlan(s *pg_query.SelectStmt, f *facts) (*engine.Plan, bool) {
 	return p, true
 }
 
-// orderedLimitPlan: ORDER BY and a literal LIMIT, nothing to aggregate.
-func (c *planCtx) orderedLimitPlan(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput) (*engine.Plan, bool) {
-	if len(s.SortClause) == 0 || s.LimitCount == nil {
-		return nil, false
+// orderedPlan: ORDER BY, LIMIT and OFFSET with nothing to aggregate.
+// With an ORDER BY each shard sorts its rows and the router merges them;
+// without one any rows will do. Each shard sends its first limit +
+// offset rows; the router skips offset of the merged rows and passes on
+// limit.
+func (c *planCtx) orderedPlan(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput, offset, limit int64) (*engine.Plan, bool) {
+	if len(s.SortClause) == 0 && offset == 0 {
+		return nil, false // a LIMIT alone is limitOnly's
 	}
-	if s.LimitCount.GetAConst() != nil {
-		// Whether the limit is usable depends on its value: cache the
-		// plan under its text.
-		c.exact = true
+	p := &engine.Plan{Offset: offset, Limit: limit}
+	if len(s.SortClause) > 0 {
+		keys, ok := c.sortKeys(s, table, outs)
+		if !ok {
+			return nil, false
+		}
+		p.Merge = keys
 	}
-	v, ok := s.LimitCount.GetAConst().GetVal().(*pg_query.A_Const_Ival)
-	if !ok || v.Ival.Ival < 0 || v.Ival.Ival > maxOrderedLimit {
-		return nil, false
+	if offset > 0 {
+		var shardLimit *pg_query.Node
+		if limit >= 0 {
+			if limit+offset > math.MaxInt32 {
+				return nil, false
+			}
+			shardLimit = intConst(limit + offset)
+		}
+		if p.ShardSQL = c.withLimit(s, shardLimit, nil); p.ShardSQL == "" {
+			return nil, false
+		}
 	}
-	keys, ok := c.sortKeys(s, table, outs)
-	if !ok {
-		return nil, false
-	}
-	return &engine.Plan{Merge: keys, Limit: int64(v.Ival.Ival)}, true
+	return p, true
 }
 
 // engineOutput is one output column of a single-table SELECT as the
@@ -385,13 +544,10 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 			if qualified && !refersTo(x.ColumnRef, table) {
 				return nil, false
 			}
-			for i, o := range outs {
-				if !qualified && o.name == name || qualified && o.column == name {
-					if col >= 0 {
-						return nil, false // ambiguous
-					}
-					col = i
-				}
+			col = outputNamed(outs, name, qualified)
+			if col < 0 && !qualified {
+				// A bare name no output has is the table's column.
+				col = outputNamed(outs, name, true)
 			}
 		}
 		if col < 0 {
@@ -412,6 +568,24 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 		keys = append(keys, engine.SortKey{Column: col, Type: o.typ, Desc: desc, NullsFirst: nullsFirst})
 	}
 	return keys, true
+}
+
+// outputNamed finds the output named name, or (byColumn) showing the
+// table's column name: -1 for none, or for several that are not all the
+// same column.
+func outputNamed(outs []engineOutput, name string, byColumn bool) int {
+	col := -1
+	for i, o := range outs {
+		if !byColumn && o.name == name || byColumn && o.column == name {
+			if col >= 0 && (o.column == "" || o.column != outs[col].column) {
+				return -2 // ambiguous
+			}
+			if col < 0 {
+				col = i
+			}
+		}
+	}
+	return col
 }
 
 func b2i(b bool) int {

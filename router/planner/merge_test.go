@@ -84,7 +84,7 @@ func TestOrderedMerge(t *testing.T) {
 		"SELECT age AS customer_id FROM customers c ORDER BY c.customer_id DESC LIMIT 5",
 		"SELECT customer_id FROM customers c ORDER BY other.customer_id LIMIT 5",
 		"SELECT name FROM customers ORDER BY name LIMIT 5", // text order is the collation's
-		"SELECT customer_id FROM customers ORDER BY customer_id LIMIT 5 OFFSET 1",
+		"SELECT customer_id FROM customers ORDER BY customer_id LIMIT 5 OFFSET $1",
 	} {
 		if st := planOne(t, p, xx, store(sql)); st.Merge == MergeEngine {
 			t.Errorf("%s: merged by %+v, but the key is not an orderable output column", sql, st.Engine)
@@ -124,9 +124,12 @@ func TestAggregateMerge(t *testing.T) {
 		}
 	}
 	for _, sql := range []string{
-		"SELECT count(*) FROM customers GROUP BY name",               // the key is not shown
-		"SELECT name, count(*) FROM customers GROUP BY name LIMIT 3", // each shard would limit its partial groups
-		"SELECT name, count(*) FROM customers GROUP BY name HAVING count(*) > 1",
+		"SELECT count(*) FROM customers GROUP BY name",                // the key is not shown
+		"SELECT name, count(*) FROM customers GROUP BY name LIMIT $1", // the engine reads literal limits only
+		"SELECT name, count(*) FROM customers GROUP BY name HAVING count(*) > 1 OR count(*) < 0",
+		"SELECT name, count(*) FROM customers GROUP BY name HAVING count(name) > 1", // not an output
+		"SELECT name, sum(balance) FROM customers GROUP BY name HAVING sum(balance) > 1",
+		"SELECT name FROM customers GROUP BY name HAVING name > 'a'",
 		"SELECT count(DISTINCT name) FROM customers",               // a value on two shards would count twice
 		"SELECT avg(age) FROM customers",                           // needs sum and count in hidden columns
 		"SELECT sum(age) + 1 FROM customers",                       // an aggregate inside an expression
@@ -136,7 +139,6 @@ func TestAggregateMerge(t *testing.T) {
 		"SELECT DISTINCT ON (name) name FROM customers",
 		"SELECT name, count(*) FROM customers GROUP BY ROLLUP (name)",
 		"SELECT name, sum(balance) FROM customers GROUP BY name ORDER BY 2", // numeric order
-		"SELECT name, count(*) FROM customers GROUP BY name OFFSET 1",
 		"SELECT count(*) FROM customers WHERE age IN (SELECT max(age) FROM customers)",
 	} {
 		if st := planOne(t, p, xx, store(sql)); st.Merge == MergeEngine || st.Err == nil {
@@ -161,5 +163,43 @@ Sort by $2 DESC
       Shard customer-shard-2: SELECT name, count(*) FROM customers GROUP BY name ORDER BY 2 DESC`
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestShardSQL: a LIMIT or OFFSET the router applies after merging is
+// taken from the SQL the shards run (or widened to limit + offset).
+func TestShardSQL(t *testing.T) {
+	xx := loadTopology(t, "store_xxhash.json")
+	p := New(100)
+	for sql, want := range map[string]string{
+		"SELECT name, count(*) FROM customers GROUP BY name LIMIT 3":             "SELECT name, count(*) FROM customers GROUP BY name",
+		"SELECT name, count(*) FROM customers GROUP BY name ORDER BY 2 OFFSET 1": "SELECT name, count(*) FROM customers GROUP BY name ORDER BY 2",
+		"SELECT DISTINCT name FROM customers LIMIT 2":                            "SELECT DISTINCT name FROM customers",
+		"SELECT customer_id FROM customers ORDER BY 1 LIMIT 5 OFFSET 2":          "SELECT customer_id FROM customers ORDER BY 1 LIMIT 7",
+		"SELECT customer_id FROM customers ORDER BY 1 OFFSET 2":                  "SELECT customer_id FROM customers ORDER BY 1",
+		"SELECT customer_id FROM customers ORDER BY 1 LIMIT 5":                   "",
+		"SELECT name, count(*) FROM customers GROUP BY name HAVING count(*) > 1": "SELECT name, count(*) FROM customers GROUP BY name",
+	} {
+		st := planOne(t, p, xx, store(sql))
+		if st.Err != nil || st.Engine == nil || st.Engine.ShardSQL != want {
+			t.Errorf("%s: plan %+v err %v; want shard SQL %q", sql, st.Engine, st.Err, want)
+		}
+	}
+}
+
+// TestHaving: a HAVING over the outputs' integer aggregates becomes a
+// filter the router applies to the final rows.
+func TestHaving(t *testing.T) {
+	xx := loadTopology(t, "store_xxhash.json")
+	p := New(100)
+	for sql, want := range map[string][]engine.Condition{
+		"SELECT name, count(*) FROM customers GROUP BY name HAVING count(*) > 1":                               {{Column: 1, Op: ">", Value: 1}},
+		"SELECT name, count(*), max(age) FROM customers GROUP BY name HAVING 3 <= max( age) AND count(*) <> 2": {{Column: 2, Op: ">=", Value: 3}, {Column: 1, Op: "<>", Value: 2}},
+		"SELECT count(*) FROM customers HAVING count(*) = 0":                                                   {{Column: 0, Op: "=", Value: 0}},
+	} {
+		st := planOne(t, p, xx, store(sql))
+		if st.Err != nil || st.Engine == nil || !reflect.DeepEqual(st.Engine.Having, want) {
+			t.Errorf("%s: plan %+v err %v; want having %+v", sql, st.Engine, st.Err, want)
+		}
 	}
 }
