@@ -63,21 +63,24 @@ func (c *planCtx) limitOnly(q *query, f *facts) (Limit, bool) {
 }
 
 // enginePlan reports whether the router can finish q's answer from the
-// shards' answers to q as written, and returns the operators' plan. Each
-// shard runs the whole statement, so what it computes must be a partial
-// the router can finish exactly:
+// shards' answers, and returns the operators' plan. Each shard runs the
+// statement as written, or without the clauses that must apply after
+// the merge (Plan.ShardSQL), so what it computes must be a partial the
+// router can finish exactly:
 //
-//   - ORDER BY output columns of integer or bool type with a literal
-//     LIMIT of at most maxOrderedLimit (no aggregation): each shard sends
-//     its first n rows in order; a k-way merge cut at n is the answer.
+//   - ORDER BY output columns of integer or bool type, LIMIT and OFFSET
+//     as literals (no aggregation): each shard sends its first
+//     LIMIT + OFFSET rows in order; a k-way merge, cut, is the answer.
 //   - aggregates, with or without GROUP BY, or DISTINCT: each shard sends
 //     its groups with partial aggregates (count, sum of int2, int4, int8
 //     and numeric, min and max of integers, bool_and, bool_or, every;
 //     FILTER allowed); the router groups them again by the key columns,
 //     which must be output columns whose encodings are equal exactly when
-//     Postgres's values are, and finishes the aggregates. An ORDER BY of
-//     integer or bool outputs sorts the final rows. A LIMIT, OFFSET or
-//     HAVING would run on each shard's partial groups: refused.
+//     Postgres's values are, and finishes the aggregates; then HAVING
+//     (comparisons of shown integer aggregates with integer literals),
+//     ORDER BY integer or bool outputs, LIMIT and OFFSET, all of which
+//     the shards' SQL leaves out.
+//   - over several colocated tables, a list of counts (countsPlan).
 //
 // Anything else is refused by the caller with its crossShard reason.
 func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan, bool) {
@@ -85,23 +88,26 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 	if s == nil || f.locking || s.Op != pg_query.SetOperation_SETOP_NONE {
 		return nil, false
 	}
-	offset, ok := literalCount(s.LimitOffset, 0)
-	if !ok || f.crossOther {
+	if f.crossOther {
 		return nil, false
 	}
-	if s.LimitCount != nil || s.LimitOffset != nil {
-		// The plan holds their values: cache it under its text.
-		c.exact = true
+	if table == nil {
+		if s.LimitCount != nil || s.LimitOffset != nil {
+			return nil, false
+		}
+		return countsPlan(s, f)
+	}
+	// The plan holds literals of the text (positions in ORDER BY and
+	// GROUP BY, LIMIT and OFFSET counts, HAVING's constants, the shards'
+	// SQL): cache it under its text, not its shape.
+	c.exact = true
+	offset, ok := literalCount(s.LimitOffset, 0)
+	if !ok {
+		return nil, false
 	}
 	limit, ok := literalCount(s.LimitCount, -1)
 	if !ok {
 		return nil, false
-	}
-	if table == nil {
-		if offset > 0 || s.LimitCount != nil {
-			return nil, false
-		}
-		return countsPlan(s, f)
 	}
 	grouped := len(s.GroupClause) > 0 || s.GroupDistinct
 	distinct := len(s.DistinctClause) > 0
@@ -141,6 +147,12 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 		}
 		calls += len(having)
 	}
+	for _, n := range s.SortClause {
+		// ORDER BY count(*): the output's call, counted once more.
+		if call := n.GetSortBy().GetNode(); call.GetFuncCall() != nil && outputCall(s.TargetList, outs, call) >= 0 {
+			calls++
+		}
+	}
 	if calls != f.aggCalls {
 		return nil, false // an aggregate inside an expression, a subquery, ...
 	}
@@ -154,7 +166,7 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 	shown := map[string]bool{}
 	for _, o := range outs {
 		col := engine.AggColumn{Func: o.agg, Type: o.typ}
-		if o.agg == engine.GroupKey {
+		if o.agg == engine.GroupKey && !o.constant {
 			// A shown column must be a group key (DISTINCT: every output
 			// is one), of a type whose encodings compare as its values.
 			if o.column == "" || !(distinct || keys[o.column]) || !equalByBytes(o.colType) {
@@ -204,9 +216,6 @@ func havingConditions(n *pg_query.Node, targets []*pg_query.Node, outs []engineO
 		}
 		return out, true
 	}
-	if len(targets) != len(outs) {
-		return nil, false // a * among the outputs
-	}
 	e := n.GetAExpr()
 	if e == nil || e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 {
 		return nil, false
@@ -221,12 +230,24 @@ func havingConditions(n *pg_query.Node, targets []*pg_query.Node, outs []engineO
 	if !ok || call.GetFuncCall() == nil || !validOps[op] {
 		return nil, false
 	}
-	for i, t := range targets {
-		if i < len(outs) && outs[i].agg != engine.GroupKey && outs[i].typ == engine.Int && sameExpr(t.GetResTarget().GetVal(), call) {
-			return []engine.Condition{{Column: i, Op: op, Value: int64(v.Ival.Ival)}}, true
-		}
+	if i := outputCall(targets, outs, call); i >= 0 && outs[i].typ == engine.Int {
+		return []engine.Condition{{Column: i, Op: op, Value: int64(v.Ival.Ival)}}, true
 	}
 	return nil, false
+}
+
+// outputCall finds the output that is an aggregate call written as call
+// is, or -1.
+func outputCall(targets []*pg_query.Node, outs []engineOutput, call *pg_query.Node) int {
+	if len(targets) != len(outs) {
+		return -1 // a * among the outputs
+	}
+	for i, t := range targets {
+		if outs[i].agg != engine.GroupKey && sameExpr(t.GetResTarget().GetVal(), call) {
+			return i
+		}
+	}
+	return -1
 }
 
 // flipped is each comparison with its operands swapped (3 < x: x > 3).
@@ -356,6 +377,7 @@ type engineOutput struct {
 	name, column string
 	colType      shardfunc.ColumnType // 0: not a column, or of a type the planner does not know
 	agg          engine.AggFunc       // GroupKey: not an aggregate
+	constant     bool                 // a literal: the same bytes from every shard
 	typ          engine.Type          // how the engine reads the value
 }
 
@@ -395,7 +417,7 @@ func (c *planCtx) engineOutputs(s *pg_query.SelectStmt, table *tableRef) ([]engi
 			out = append(out, c.columnOutput(table, name, lastField(cr)))
 			continue
 		}
-		o := engineOutput{name: rt.Name}
+		o := engineOutput{name: rt.Name, constant: rt.GetVal().GetAConst() != nil}
 		if fc := rt.GetVal().GetFuncCall(); fc != nil {
 			agg, typ, ok := c.mergeableAggregate(fc, table)
 			if !ok {
@@ -535,6 +557,8 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 			if p, ok := x.AConst.Val.(*pg_query.A_Const_Ival); ok && p.Ival.Ival >= 1 && int(p.Ival.Ival) <= len(outs) {
 				col = int(p.Ival.Ival) - 1
 			}
+		case *pg_query.Node_FuncCall:
+			col = outputCall(s.TargetList, outs, sb.Node)
 		case *pg_query.Node_ColumnRef:
 			// A bare name is an output column's name first; a qualified
 			// one (items.k) is always the table's column, whatever output

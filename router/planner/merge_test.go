@@ -116,7 +116,11 @@ func TestAggregateMerge(t *testing.T) {
 		"SELECT age AS a, count(*) AS n FROM customers GROUP BY 1 ORDER BY n DESC, a": {
 			Aggregate: []engine.AggColumn{{Func: engine.GroupKey, Type: engine.Int}, col(engine.SumCounts, engine.Int)},
 			Sort:      []engine.SortKey{{Column: 1, Type: engine.Int, Desc: true, NullsFirst: true}, {Column: 0, Type: engine.Int}}, Limit: -1},
-		"SELECT DISTINCT name, vip FROM customers": {Aggregate: []engine.AggColumn{key, {Func: engine.GroupKey, Type: engine.Bool}}, Limit: -1},
+		"SELECT count(*), 'x' AS tag FROM customers": {Aggregate: []engine.AggColumn{col(engine.SumCounts, engine.Int), key}, Scalar: true, Limit: -1},
+		"SELECT DISTINCT name, vip FROM customers":   {Aggregate: []engine.AggColumn{key, {Func: engine.GroupKey, Type: engine.Bool}}, Limit: -1},
+		"SELECT name, count(*) FROM customers GROUP BY name ORDER BY count(*) DESC": {
+			Aggregate: []engine.AggColumn{key, col(engine.SumCounts, engine.Int)},
+			Sort:      []engine.SortKey{{Column: 1, Type: engine.Int, Desc: true, NullsFirst: true}}, Limit: -1},
 	} {
 		st := planOne(t, p, xx, store(sql))
 		if st.Err != nil || st.Merge != MergeEngine || !reflect.DeepEqual(st.Engine, want) {
@@ -139,6 +143,7 @@ func TestAggregateMerge(t *testing.T) {
 		"SELECT DISTINCT ON (name) name FROM customers",
 		"SELECT name, count(*) FROM customers GROUP BY ROLLUP (name)",
 		"SELECT name, sum(balance) FROM customers GROUP BY name ORDER BY 2", // numeric order
+		"SELECT name, count(*) FROM customers GROUP BY name ORDER BY count(name)",
 		"SELECT count(*) FROM customers WHERE age IN (SELECT max(age) FROM customers)",
 	} {
 		if st := planOne(t, p, xx, store(sql)); st.Merge == MergeEngine || st.Err == nil {
@@ -201,5 +206,23 @@ func TestHaving(t *testing.T) {
 		if st.Err != nil || st.Engine == nil || !reflect.DeepEqual(st.Engine.Having, want) {
 			t.Errorf("%s: plan %+v err %v; want having %+v", sql, st.Engine, st.Err, want)
 		}
+	}
+}
+
+// TestEnginePlanCachedByText: a plan holds literals of its text (ORDER BY
+// and GROUP BY positions, HAVING's constants, the shards' SQL), so two
+// statements of one shape get plans of their own.
+func TestEnginePlanCachedByText(t *testing.T) {
+	xx := loadTopology(t, "store_xxhash.json")
+	p := New(100)
+	a := planOne(t, p, xx, store("SELECT customer_id, age FROM customers ORDER BY 1"))
+	b := planOne(t, p, xx, store("SELECT customer_id, age FROM customers ORDER BY 2"))
+	if a.Engine == nil || b.Engine == nil || a.Engine.Merge[0].Column != 0 || b.Engine.Merge[0].Column != 1 {
+		t.Errorf("ORDER BY 1, then 2: %+v, %+v", a.Engine, b.Engine)
+	}
+	c := planOne(t, p, xx, store("SELECT name, count(*) FROM customers WHERE age > 1 GROUP BY name HAVING count(*) > 2"))
+	d := planOne(t, p, xx, store("SELECT name, count(*) FROM customers WHERE age > 5 GROUP BY name HAVING count(*) > 7"))
+	if c.Engine == nil || d.Engine == nil || d.Engine.Having[0].Value != 7 || !strings.Contains(d.Engine.ShardSQL, "age > 5") {
+		t.Errorf("HAVING with other literals: %+v, then %+v", c.Engine, d.Engine)
 	}
 }

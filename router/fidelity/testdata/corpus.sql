@@ -225,6 +225,12 @@ SELECT count(DISTINCT kind) FROM items;
 SELECT kind, min(name) FROM items GROUP BY kind;
 SELECT kind, count(*) FROM items GROUP BY kind ORDER BY count(*) DESC LIMIT 2;
 SELECT max(qty) + 1, kind FROM items GROUP BY kind;
+SELECT kind, count(*), max(qty), 'x' AS tag FROM items GROUP BY kind HAVING count(*) >= 2 AND max(qty) > 1 ORDER BY count(*), kind;
+SELECT count(*), sum(qty) FROM items HAVING count(*) > 1000;
+SELECT kind, count(*) FROM items GROUP BY kind HAVING 5 < count(*) ORDER BY count(*) DESC, 1;
+SELECT kind, max(qty) FROM items GROUP BY kind HAVING max(qty) > 3 LIMIT 2;
+SELECT kind, count(*) FROM items WHERE qty > 1 GROUP BY kind HAVING count(*) > 2;
+SELECT kind, count(*) FROM items WHERE qty > 4 GROUP BY kind HAVING count(*) > 1;
 
 -- ORDER BY, LIMIT, OFFSET.
 SELECT k FROM items ORDER BY k LIMIT 5;
