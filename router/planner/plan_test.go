@@ -67,7 +67,7 @@ var routeCases = []struct {
 	{"SELECT count(DISTINCT name) FROM customers", nil, "select error 0A000"},
 	{"SELECT count(*) + 1 FROM customers", nil, "select error 0A000"},
 	{"SELECT count(*), max(name) FROM customers", nil, "select error 0A000"},
-	{"SELECT count(*), 1 FROM customers", nil, "select error 0A000"},
+	{"SELECT count(*), 1 FROM customers", nil, "select scatter customer-shard-1,customer-shard-2"},
 	{"SELECT count(*) FROM customers GROUP BY name", nil, "select error 0A000"},
 	{"SELECT count(*) FROM customers WHERE customer_id = (SELECT max(customer_id) FROM customers)", nil, "select error 0A000"},
 	{"SELECT count(*) OVER () FROM customers", nil, "select error 0A000"},
