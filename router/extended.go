@@ -334,6 +334,9 @@ func (c *clientConn) bind(msg []byte) error {
 	*r = c.route(p.stmt, params)
 	c.batch.binds++
 	c.batch.notReads = c.batch.notReads || !r.autocommit
+	if r.engine != nil && r.engine.ShardSQL != "" {
+		r.shardStmt = &pb.PreparedStatement{Name: planner.StatementName(r.engine.ShardSQL, p.oids), Query: r.engine.ShardSQL, ParamOids: p.oids}
+	}
 	if r.mode == routeSplit && r.err == nil {
 		// Each shard gets its own Bind; the client's stays in the batch
 		// to mark where they go.

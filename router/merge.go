@@ -19,21 +19,55 @@ import (
 // and RowDescription go through, then the engine's rows and a
 // CommandComplete counting them.
 
-// errEngineExtended refuses, for now, a statement whose shards must run
-// other SQL (planner: engine.Plan.ShardSQL) through the extended
-// protocol, whose Parse, Bind and Describe name the client's statement.
-var errEngineExtended = pgerr.New(pgerr.FeatureNotSupported, "LIMIT or OFFSET after a merge across shards through the extended protocol is not supported yet (send it as a simple Query)")
+// errEngineRebind: an engine plan whose shards run other SQL, reached
+// without a Query or a Bind to carry it (not expected).
+var errEngineRebind = pgerr.New(pgerr.InternalError, "a merge across shards found no Bind to give the shards' SQL")
+
+// rebind returns frontend with each Bind naming statement instead of the
+// client's; the rest of each message is kept.
+func rebind(frontend []byte, statement string) []byte {
+	out := make([]byte, 0, len(frontend)+len(statement))
+	backendMessages(frontend, func(typ byte, msg []byte) error {
+		if typ != 'B' {
+			out = append(out, msg...)
+			return nil
+		}
+		portal, off, err := cbytes(msg, 5)
+		if err == nil {
+			_, off, err = cbytes(msg, off)
+		}
+		if err != nil {
+			out = append(out, msg...)
+			return nil
+		}
+		rest := msg[off:]
+		out = append(out, 'B')
+		out = binary.BigEndian.AppendUint32(out, uint32(4+len(portal)+1+len(statement)+1+len(rest)))
+		out = append(append(out, portal...), 0)
+		out = append(append(out, statement...), 0)
+		out = append(out, rest...)
+		return nil
+	})
+	return out
+}
 
 // scatterEngine runs r on each of its shards and answers with what r's
 // engine plan makes of their rows.
 func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
 	if sql := r.engine.ShardSQL; sql != "" {
-		if len(frontend) == 0 || frontend[0] != 'Q' {
-			c.out = appendError(c.out, "ERROR", errEngineExtended)
+		switch {
+		case len(frontend) > 0 && frontend[0] == 'Q':
+			frontend = queryMessage(sql)
+		case r.shardStmt != nil:
+			// The client's Bind binds the shards' statement instead:
+			// the same parameters, the same output columns.
+			frontend = rebind(frontend, r.shardStmt.Name)
+			prepared = append(append([]*pb.PreparedStatement(nil), prepared...), r.shardStmt)
+		default:
+			c.out = appendError(c.out, "ERROR", errEngineRebind)
 			c.failTx()
 			return true, nil
 		}
-		frontend = queryMessage(sql)
 	}
 	formats := resultFormats(frontend)
 	var first []byte // the first shard's answer: its messages frame ours

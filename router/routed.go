@@ -3,6 +3,7 @@ package router
 import (
 	"github.com/tesseradb/tessera/router/engine"
 	"github.com/tesseradb/tessera/router/planner"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 )
 
 // stmtKind is what the router itself must do about a statement.
@@ -48,6 +49,10 @@ type routed struct {
 	// engine: on several shards, the plan the router runs over their
 	// rows (merge.go).
 	engine       *engine.Plan
+	// shardStmt: in the extended protocol, the statement the shards run
+	// for an engine plan with other SQL (engine.Plan.ShardSQL), bound
+	// with the client's parameters.
+	shardStmt *pb.PreparedStatement
 	sessionState bool // binds the client session to one backend from now on
 	rollbackTo   bool // ROLLBACK TO, which a failed transaction may run
 	scan         bool // the caller must know whether the statement failed
