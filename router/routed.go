@@ -48,11 +48,11 @@ type routed struct {
 	limit   int64
 	// engine: on several shards, the plan the router runs over their
 	// rows (merge.go).
-	engine       *engine.Plan
+	engine *engine.Plan
 	// shardStmt: in the extended protocol, the statement the shards run
 	// for an engine plan with other SQL (engine.Plan.ShardSQL), bound
 	// with the client's parameters.
-	shardStmt *pb.PreparedStatement
+	shardStmt    *pb.PreparedStatement
 	sessionState bool // binds the client session to one backend from now on
 	rollbackTo   bool // ROLLBACK TO, which a failed transaction may run
 	scan         bool // the caller must know whether the statement failed
