@@ -58,11 +58,8 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 func (c *clientConn) dispatch(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
 	switch r.mode {
 	case routeScatter:
-		if r.counts {
-			return c.scatterCounts(ctx, r, frontend, prepared)
-		}
-		if r.order != nil {
-			return c.scatterOrdered(ctx, r, frontend, prepared)
+		if r.engine != nil {
+			return c.scatterEngine(ctx, r, frontend, prepared)
 		}
 		return c.scatter(ctx, r, frontend, prepared)
 	case routeEverywhere:
@@ -365,7 +362,7 @@ func errLowDisk(shard string) error {
 
 // answerOf runs batch on shard, in the client's transaction if one is
 // open, and returns the whole answer, for the statements whose answers
-// the router combines (counts, ordered rows, split INSERTs). A write to a
+// the router combines (merge.go, split INSERTs). A write to a
 // primary low on disk is refused.
 func (c *clientConn) answerOf(ctx context.Context, shard string, write bool, batch *pb.Batch) ([]byte, error) {
 	replica := c.settings.replica()

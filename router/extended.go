@@ -284,7 +284,7 @@ func (c *clientConn) target(r *routed) error {
 }
 
 func sameTargets(a, b *routed) bool {
-	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit || (a.mode == routeScatter && (a.counts || b.counts || a.limited || b.limited || a.order != nil || b.order != nil)) {
+	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit || (a.mode == routeScatter && (a.limited || b.limited || a.engine != nil || b.engine != nil)) {
 		return false
 	}
 	for i := range a.shards {
@@ -334,6 +334,9 @@ func (c *clientConn) bind(msg []byte) error {
 	*r = c.route(p.stmt, params)
 	c.batch.binds++
 	c.batch.notReads = c.batch.notReads || !r.autocommit
+	if r.engine != nil && r.engine.ShardSQL != "" {
+		r.shardStmt = &pb.PreparedStatement{Name: planner.StatementName(r.engine.ShardSQL, p.oids), Query: r.engine.ShardSQL, ParamOids: p.oids}
+	}
 	if r.mode == routeSplit && r.err == nil {
 		// Each shard gets its own Bind; the client's stays in the batch
 		// to mark where they go.

@@ -111,14 +111,14 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 	if st == nil {
 		return routed{kind: kindEmpty}
 	}
-	r := routed{sql: st.SQL, readOnly: st.ReadOnly, sessionState: st.SessionState != 0, err: st.Err, counts: st.Merge == planner.MergeCounts}
+	r := routed{sql: st.SQL, readOnly: st.ReadOnly, sessionState: st.SessionState != 0, err: st.Err}
 	r.autocommit = st.Pipelinable()
 	switch st.Merge {
 	case planner.MergeLimit:
 		r.limit = limitValue(st.Limit, params)
 		r.limited = r.limit >= 0
-	case planner.MergeOrdered:
-		r.order, r.limit = st.Order, st.Limit.Value
+	case planner.MergeEngine:
+		r.engine = st.Engine
 	}
 	if r.err != nil {
 		if only := c.onlyShard(); only != "" && pgerr.Code(r.err) == pgerr.FeatureNotSupported {

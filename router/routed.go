@@ -1,6 +1,10 @@
 package router
 
-import "github.com/tesseradb/tessera/router/planner"
+import (
+	"github.com/tesseradb/tessera/router/engine"
+	"github.com/tesseradb/tessera/router/planner"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
 
 // stmtKind is what the router itself must do about a statement.
 type stmtKind int
@@ -38,14 +42,17 @@ type routed struct {
 	shards    []string
 	allShards bool // no shard-key value: every shard of the group
 	readOnly  bool
-	counts    bool // on several shards: sum their counts (counts.go)
 	// limited: on several shards, pass on at most limit rows (LIMIT
 	// without ORDER BY).
 	limited bool
 	limit   int64
-	// order: on several shards, merge their sorted rows by these keys and
-	// pass on the first limit (ordered.go).
-	order        []planner.OrderKey
+	// engine: on several shards, the plan the router runs over their
+	// rows (merge.go).
+	engine *engine.Plan
+	// shardStmt: in the extended protocol, the statement the shards run
+	// for an engine plan with other SQL (engine.Plan.ShardSQL), bound
+	// with the client's parameters.
+	shardStmt    *pb.PreparedStatement
 	sessionState bool // binds the client session to one backend from now on
 	rollbackTo   bool // ROLLBACK TO, which a failed transaction may run
 	scan         bool // the caller must know whether the statement failed

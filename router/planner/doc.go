@@ -24,15 +24,18 @@
 //     its column list.
 //   - Scatter: every shard of the group, for a SELECT, UPDATE or DELETE
 //     without a usable key predicate. A SELECT that needs the rows of
-//     several shards combined (ORDER BY and LIMIT beyond what Merge can
-//     do: a top-level LIMIT, alone or after ORDER BY integer output
-//     columns; OFFSET; aggregates other than a list of counts (the
-//     catalog tells user-defined aggregates from plain functions,
-//     Routines), which
-//     Merge sums; GROUP BY, HAVING, DISTINCT, window functions,
-//     UNION/INTERSECT/EXCEPT, anywhere in the statement, each clause
-//     counted whatever comes with it) is refused with SQLSTATE 0A000 when
-//     it would reach more than one shard.
+//     several shards combined gets a plan for the router's engine
+//     (Statement.Engine, package engine; merge.go says which shapes:
+//     counts, aggregates whose partials the engine finishes, GROUP BY
+//     and DISTINCT on shown columns of types compared by bytes, HAVING
+//     over shown integer aggregates, ORDER BY integer or bool outputs,
+//     literal LIMIT and OFFSET), with the SQL the shards run instead
+//     when HAVING, LIMIT or OFFSET must apply after the merge; a LIMIT
+//     alone is MergeLimit. Anything else (other aggregates and ORDER BY
+//     keys, user-defined aggregates, which the catalog tells from plain
+//     functions (Routines), window functions, UNION/INTERSECT/EXCEPT,
+//     such clauses in subqueries) is refused with SQLSTATE 0A000 when it
+//     would reach more than one shard.
 //
 // # Several sharded tables
 //

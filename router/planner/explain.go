@@ -30,7 +30,7 @@ func (c *planCtx) planExplain(st *Statement, ex *pg_query.ExplainStmt, f *facts)
 	st.Kind = Explain
 	// The shards' plans are shown one after another, as for any
 	// statement that runs on several; nothing is summed.
-	st.Merge = MergeRows
+	st.Merge, st.Engine = MergeRows, nil
 	// Without ANALYZE nothing runs; with it the statement does.
 	st.ReadOnly = st.ReadOnly || !hasOption(ex.Options, "analyze")
 }
@@ -122,10 +122,19 @@ func (s *Statement) Describe(params Params) []string {
 	if err != nil {
 		return append(lines, "Error: "+pgerr.Code(err)+": "+err.Error())
 	}
-	for _, sh := range shards {
-		lines = append(lines, "Shard "+sh+": "+s.SQL)
+	sql := s.SQL
+	if s.Merge == MergeEngine && len(shards) > 1 && s.Engine.ShardSQL != "" {
+		sql = s.Engine.ShardSQL
 	}
-	return lines
+	var leaves []string
+	for _, sh := range shards {
+		leaves = append(leaves, "Shard "+sh+": "+sql)
+	}
+	if s.Merge == MergeEngine && len(shards) > 1 {
+		// The operators the router runs over the shards' rows.
+		return append(lines, s.Engine.Describe(leaves)...)
+	}
+	return append(lines, leaves...)
 }
 
 func (k *Key) describe(perRow bool) string {

@@ -92,6 +92,9 @@ var testColumns = map[string][]string{
 var testSchema = fakeSchema{
 	"store.public.customers.customer_id":      shardfunc.Int8,
 	"store.public.customers.age":              shardfunc.Int4, // not a key: ORDER BY merges ask for it
+	"store.public.customers.name":             shardfunc.Text,
+	"store.public.customers.vip":              shardfunc.Bool,
+	"store.public.customers.balance":          shardfunc.Numeric,
 	"store.public.visits.day":                 shardfunc.Date,
 	"store.public.orders.customer_id":         shardfunc.Int4,
 	"store.app.accounts.customer_id":          shardfunc.Int8,

@@ -1,6 +1,13 @@
 package planner
 
-import pg_query "github.com/pganalyze/pg_query_go/v6"
+import (
+	"math"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tesseradb/tessera/router/engine"
+)
 
 // MergeKind says how the router combines the answers of a read that runs
 // on several shards, beyond passing their rows on.
@@ -9,31 +16,16 @@ type MergeKind int
 const (
 	// MergeRows: the shards' rows, concatenated, are the answer.
 	MergeRows MergeKind = iota
-	// MergeCounts: each shard answers one row of counts (a SELECT whose
-	// every output column is count(*) or count(expr)); the answer is one
-	// row of their sums.
-	MergeCounts
 	// MergeLimit: a SELECT with a LIMIT and no ORDER BY, which asks for
 	// any n rows; each shard returns at most n, and the first n of their
 	// rows are the answer (Statement.Limit says n).
 	MergeLimit
-	// MergeOrdered: a SELECT with ORDER BY integer output columns and a
-	// LIMIT; each shard returns its first n rows in order, and the first
-	// n of their merge are the answer (Statement.Order, Statement.Limit).
-	MergeOrdered
+	// MergeEngine: the router runs Statement.Engine, a tree of operators
+	// (package engine), over the shards' answers to the statement as
+	// written: each shard's rows are partial aggregates, sorted runs or
+	// distinct rows that the operators finish.
+	MergeEngine
 )
-
-// OrderKey is one ORDER BY item of a MergeOrdered statement: an output
-// column (0-based) holding an integer.
-type OrderKey struct {
-	Column     int
-	Desc       bool
-	NullsFirst bool
-}
-
-// maxOrderedLimit bounds the rows a router holds to merge ordered answers:
-// every shard's first n.
-const maxOrderedLimit = 10000
 
 // Limit is the n of a LIMIT the router applies across shards: a value
 // written in the statement, or the parameter that holds it.
@@ -42,41 +34,16 @@ type Limit struct {
 	Param int   // 1-based parameter number, or 0
 }
 
-// countsOnly reports whether q is a SELECT whose only cross-shard
-// construct is its output list of counts: every output column a plain
-// count(*) or count(expr) (FILTER allowed, DISTINCT not: a value counted
-// on two shards would count twice), no other aggregate anywhere, and
-// nothing else (GROUP BY, ORDER BY, LIMIT, DISTINCT, ...) to combine. The
-// sum of the shards' counts is then exactly the count over all the data.
-func countsOnly(q *query, f *facts) bool {
-	s := q.sel
-	if s == nil || f.crossOther || f.limits > 0 || f.orders > 0 || s.Op != pg_query.SetOperation_SETOP_NONE || len(s.TargetList) == 0 || len(s.TargetList) != f.aggCalls {
-		return false
-	}
-	for _, t := range s.TargetList {
-		fc := t.GetResTarget().GetVal().GetFuncCall()
-		if fc == nil || funcName(fc) != "count" || fc.AggDistinct || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.Over != nil {
-			return false
-		}
-		if len(fc.Funcname) == 2 && fc.Funcname[0].GetString_().GetSval() != "pg_catalog" {
-			return false // a count of another schema is somebody's own function
-		}
-		if !(fc.AggStar && len(fc.Args) == 0) && len(fc.Args) != 1 {
-			return false
-		}
-	}
-	return true
-}
-
 // limitOnly reports whether q is a SELECT whose only cross-shard construct
-// is its own LIMIT (no ORDER BY, OFFSET, aggregate, LIMIT in a subquery,
-// ...), and returns it: the first n rows of the shards' answers, each
-// limited to n, are then a valid answer, as any n rows are.
+// is its own LIMIT (no ORDER BY, OFFSET, aggregate, GROUP BY, DISTINCT,
+// LIMIT in a subquery, ...), and returns it: the first n rows of the
+// shards' answers, each limited to n, are then a valid answer, as any n
+// rows are.
 func (c *planCtx) limitOnly(q *query, f *facts) (Limit, bool) {
 	s := q.sel
 	// FOR UPDATE would lock rows on every shard, more than the n returned.
-	if s == nil || f.crossOther || f.aggCalls > 0 || f.limits != 1 || f.orders > 0 || f.locking || s.Op != pg_query.SetOperation_SETOP_NONE ||
-		s.LimitCount == nil || s.LimitOffset != nil || len(s.SortClause) > 0 {
+	if s == nil || f.crossOther || f.aggCalls > 0 || f.groups > 0 || f.distincts > 0 || f.offsets > 0 || f.havings > 0 || f.limits != 1 || f.orders > 0 || f.locking ||
+		s.Op != pg_query.SetOperation_SETOP_NONE || s.LimitCount == nil || s.LimitOffset != nil || len(s.SortClause) > 0 {
 		return Limit{}, false
 	}
 	switch n := s.LimitCount.GetNode().(type) {
@@ -93,123 +60,198 @@ func (c *planCtx) limitOnly(q *query, f *facts) (Limit, bool) {
 	return Limit{}, false
 }
 
-// orderedLimit reports whether q is a SELECT whose only cross-shard
-// constructs are its own ORDER BY and LIMIT, ordering by output columns
-// of integer type (the router compares integers exactly; text order
-// depends on collations it cannot reproduce), with a literal LIMIT of at
-// most maxOrderedLimit, and returns the keys and the limit. Each shard
-// sorts and limits its own rows; the merge of their first n rows, cut
-// at n, is the answer one Postgres would give (rows with equal keys may
-// come in another order, as on Postgres between two runs).
-func (c *planCtx) orderedLimit(q *query, f *facts, table *tableRef) ([]OrderKey, Limit, bool) {
+// enginePlan reports whether the router can finish q's answer from the
+// shards' answers, and returns the operators' plan. Each shard runs the
+// statement as written, or without the clauses that must apply after
+// the merge (Plan.ShardSQL), so what it computes must be a partial the
+// router can finish exactly:
+//
+//   - ORDER BY output columns of integer or bool type, LIMIT and OFFSET
+//     as literals (no aggregation): each shard sends its first
+//     LIMIT + OFFSET rows in order; a k-way merge, cut, is the answer.
+//   - aggregates, with or without GROUP BY, or DISTINCT: each shard sends
+//     its groups with partial aggregates (count, sum of int2, int4, int8
+//     and numeric, min and max of integers, bool_and, bool_or, every;
+//     FILTER allowed); the router groups them again by the key columns,
+//     which must be output columns whose encodings are equal exactly when
+//     Postgres's values are, and finishes the aggregates; then HAVING
+//     (comparisons of shown integer aggregates with integer literals),
+//     ORDER BY integer or bool outputs, LIMIT and OFFSET, all of which
+//     the shards' SQL leaves out.
+//   - over several colocated tables, a list of counts (countsPlan).
+//
+// Anything else is refused by the caller with its crossShard reason.
+func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan, bool) {
 	s := q.sel
-	if s == nil || table == nil || f.crossOther || f.aggCalls > 0 || f.limits != 1 || f.orders != 1 || f.locking ||
-		s.Op != pg_query.SetOperation_SETOP_NONE || len(s.SortClause) == 0 || s.LimitCount == nil || s.LimitOffset != nil {
-		return nil, Limit{}, false
+	if s == nil || f.locking || s.Op != pg_query.SetOperation_SETOP_NONE {
+		return nil, false
 	}
-	if s.LimitCount.GetAConst() != nil {
-		// Whether the limit is usable depends on its value: cache the
-		// plan under its text.
-		c.exact = true
+	if f.crossOther {
+		return nil, false
 	}
-	v, ok := s.LimitCount.GetAConst().GetVal().(*pg_query.A_Const_Ival)
-	if !ok || v.Ival.Ival < 0 || v.Ival.Ival > maxOrderedLimit {
-		return nil, Limit{}, false
-	}
-	outputs, ok := c.outputColumns(s, table)
-	if !ok {
-		return nil, Limit{}, false
-	}
-	var keys []OrderKey
-	for _, n := range s.SortClause {
-		sb := n.GetSortBy()
-		if sb == nil || sb.SortbyDir == pg_query.SortByDir_SORTBY_USING || len(sb.UseOp) > 0 {
-			return nil, Limit{}, false
-		}
-		col := -1
-		switch x := sb.Node.GetNode().(type) {
-		case *pg_query.Node_AConst:
-			if p, ok := x.AConst.Val.(*pg_query.A_Const_Ival); ok && p.Ival.Ival >= 1 && int(p.Ival.Ival) <= len(outputs) {
-				col = int(p.Ival.Ival) - 1
-			}
-		case *pg_query.Node_ColumnRef:
-			// A bare name is an output column's name first; a qualified
-			// one (items.k) is always the table's column, whatever output
-			// column is named like it.
-			name := lastField(x.ColumnRef)
-			qualified := len(x.ColumnRef.Fields) > 1
-			if qualified && !refersTo(x.ColumnRef, table) {
-				return nil, Limit{}, false
-			}
-			for i, o := range outputs {
-				if !qualified && o.name == name || qualified && o.column == name {
-					if col >= 0 {
-						return nil, Limit{}, false // ambiguous
-					}
-					col = i
-				}
-			}
-		}
-		if col < 0 || outputs[col].column == "" {
-			return nil, Limit{}, false
-		}
-		typ, err := c.columnType(table.name, outputs[col].column)
-		if err != nil || !typ.IsInteger() {
-			return nil, Limit{}, false
-		}
-		desc := sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC
-		nullsFirst := desc // Postgres's default
-		switch sb.SortbyNulls {
-		case pg_query.SortByNulls_SORTBY_NULLS_FIRST:
-			nullsFirst = true
-		case pg_query.SortByNulls_SORTBY_NULLS_LAST:
-			nullsFirst = false
-		}
-		keys = append(keys, OrderKey{Column: col, Desc: desc, NullsFirst: nullsFirst})
-	}
-	return keys, Limit{Value: int64(v.Ival.Ival)}, true
-}
-
-// output is one output column of a SELECT: its name, and the table
-// column it shows ("" for an expression).
-type output struct{ name, column string }
-
-// outputColumns lists a single-table SELECT's output columns: * expands
-// to the table's columns, a column reference shows that column.
-func (c *planCtx) outputColumns(s *pg_query.SelectStmt, table *tableRef) ([]output, bool) {
-	var out []output
-	for _, t := range s.TargetList {
-		rt := t.GetResTarget()
-		if rt == nil {
+	if table == nil {
+		if s.LimitCount != nil || s.LimitOffset != nil {
 			return nil, false
 		}
-		cr := rt.GetVal().GetColumnRef()
-		if cr != nil && isStar(cr) {
-			if rt.Name != "" || len(cr.Fields) > 1 && !refersTo(cr, table) {
-				return nil, false
-			}
-			cols, err := c.columnNames(table.name)
-			if err != nil {
-				return nil, false
-			}
-			for _, col := range cols {
-				out = append(out, output{name: col, column: col})
-			}
-			continue
-		}
-		o := output{name: rt.Name}
-		if cr != nil {
-			if len(cr.Fields) > 1 && !refersTo(cr, table) {
-				return nil, false
-			}
-			o.column = lastField(cr)
-			if o.name == "" {
-				o.name = o.column
-			}
-		}
-		out = append(out, o)
+		return countsPlan(s, f)
 	}
-	return out, true
+	// The plan holds literals of the text (positions in ORDER BY and
+	// GROUP BY, LIMIT and OFFSET counts, HAVING's constants, the shards'
+	// SQL): cache it under its text, not its shape.
+	c.exact = true
+	offset, ok := literalCount(s.LimitOffset, 0)
+	if !ok {
+		return nil, false
+	}
+	limit, ok := literalCount(s.LimitCount, -1)
+	if !ok {
+		return nil, false
+	}
+	grouped := len(s.GroupClause) > 0 || s.GroupDistinct
+	distinct := len(s.DistinctClause) > 0
+	if distinct && (len(s.DistinctClause) != 1 || s.DistinctClause[0].GetNode() != nil) {
+		return nil, false // DISTINCT ON
+	}
+	// Every construct the walk counted must be this SELECT's own.
+	if f.groups != b2i(grouped) || f.distincts != b2i(distinct) || f.orders != b2i(len(s.SortClause) > 0) || f.limits != b2i(s.LimitCount != nil) || f.offsets != b2i(s.LimitOffset != nil) || f.havings != b2i(s.HavingClause != nil) {
+		return nil, false
+	}
+	outs, ok := c.engineOutputs(s, table)
+	if !ok {
+		return nil, false
+	}
+	aggregated := f.aggCalls > 0 || grouped || distinct
+	if !aggregated {
+		if s.HavingClause != nil {
+			return nil, false // HAVING without aggregates or GROUP BY: rare, and not finished here
+		}
+		return c.orderedPlan(s, table, outs, offset, limit)
+	}
+	if s.GroupDistinct || distinct && (grouped || f.aggCalls > 0) {
+		return nil, false
+	}
+	calls := 0
+	for _, o := range outs {
+		if o.agg != engine.GroupKey {
+			calls++
+		}
+	}
+	var having []engine.Condition
+	if s.HavingClause != nil {
+		// The HAVING's aggregates are the outputs' own calls, counted
+		// once more each.
+		if having, ok = havingConditions(s.HavingClause, s.TargetList, outs); !ok {
+			return nil, false
+		}
+		calls += len(having)
+	}
+	for _, n := range s.SortClause {
+		// ORDER BY count(*): the output's call, counted once more.
+		if call := n.GetSortBy().GetNode(); call.GetFuncCall() != nil && outputCall(s.TargetList, outs, call) >= 0 {
+			calls++
+		}
+	}
+	if calls != f.aggCalls {
+		return nil, false // an aggregate inside an expression, a subquery, ...
+	}
+	keys := map[string]bool{}
+	if grouped {
+		if keys, ok = c.groupColumns(s, table, outs); !ok {
+			return nil, false
+		}
+	}
+	p := &engine.Plan{Scalar: !grouped && !distinct, Having: having, Offset: offset, Limit: limit}
+	shown := map[string]bool{}
+	for _, o := range outs {
+		col := engine.AggColumn{Func: o.agg, Type: o.typ}
+		if o.agg == engine.GroupKey && !o.constant {
+			// A shown column must be a group key (DISTINCT: every output
+			// is one), of a type whose encodings compare as its values.
+			if o.column == "" || !(distinct || keys[o.column]) || !equalByBytes(o.colType) {
+				return nil, false
+			}
+			shown[o.column] = true
+		}
+		p.Aggregate = append(p.Aggregate, col)
+	}
+	for k := range keys {
+		if !shown[k] {
+			return nil, false // a key the shards' rows do not show
+		}
+	}
+	if len(s.SortClause) > 0 {
+		if p.Sort, ok = c.sortKeys(s, table, outs); !ok {
+			return nil, false
+		}
+	}
+	if s.LimitCount != nil || s.LimitOffset != nil || s.HavingClause != nil {
+		// Each shard answers all its groups; the router filters and
+		// limits the final rows.
+		shard := proto.Clone(s).(*pg_query.SelectStmt)
+		shard.HavingClause = nil
+		if p.ShardSQL = c.withLimit(shard, nil, nil); p.ShardSQL == "" {
+			return nil, false
+		}
+	}
+	return p, true
+}
+
+// countsPlan: a SELECT of several tables (colocated) whose every output
+// column is a count and which combines nothing else: the sum of the
+// shards' counts is the count over all the data.
+func countsPlan(s *pg_query.SelectStmt, f *facts) (*engine.Plan, bool) {
+	if f.groups > 0 || f.distincts > 0 || f.orders > 0 || f.limits > 0 || f.offsets > 0 || f.havings > 0 || len(s.TargetList) == 0 || len(s.TargetList) != f.aggCalls {
+		return nil, false
+	}
+	p := &engine.Plan{Scalar: true, Limit: -1}
+	for _, t := range s.TargetList {
+		fc := t.GetResTarget().GetVal().GetFuncCall()
+		if fc == nil || funcName(fc) != "count" || !builtinCall(fc) || fc.AggDistinct || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.Over != nil ||
+			fc.AggStar != (len(fc.Args) == 0) || len(fc.Args) > 1 {
+			return nil, false
+		}
+		p.Aggregate = append(p.Aggregate, engine.AggColumn{Func: engine.SumCounts, Type: engine.Int})
+	}
+	return p, true
+}
+
+// orderedPlan: ORDER BY, LIMIT and OFFSET with nothing to aggregate.
+// With an ORDER BY each shard sorts its rows and the router merges them;
+// without one any rows will do. Each shard sends its first limit +
+// offset rows; the router skips offset of the merged rows and passes on
+// limit.
+func (c *planCtx) orderedPlan(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput, offset, limit int64) (*engine.Plan, bool) {
+	if len(s.SortClause) == 0 && offset == 0 {
+		return nil, false // a LIMIT alone is limitOnly's
+	}
+	p := &engine.Plan{Offset: offset, Limit: limit}
+	if len(s.SortClause) > 0 {
+		keys, ok := c.sortKeys(s, table, outs)
+		if !ok {
+			return nil, false
+		}
+		p.Merge = keys
+	}
+	if offset > 0 {
+		var shardLimit *pg_query.Node
+		if limit >= 0 {
+			if limit+offset > math.MaxInt32 {
+				return nil, false
+			}
+			shardLimit = intConst(limit + offset)
+		}
+		if p.ShardSQL = c.withLimit(s, shardLimit, nil); p.ShardSQL == "" {
+			return nil, false
+		}
+	}
+	return p, true
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func lastField(cr *pg_query.ColumnRef) string {

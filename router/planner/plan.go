@@ -178,9 +178,9 @@ func (c *planCtx) planCopy(st *Statement, cs *pg_query.CopyStmt, f *facts) {
 	case cs.Query != nil:
 		if st.Merge != MergeRows {
 			// The router combines a SELECT's answers, not COPY data.
-			st.Merge = MergeRows
+			st.Merge, st.Engine = MergeRows, nil
 			if st.Err == nil {
-				st.Err = unsupported("COPY of a query whose answer combines several shards (counts) is not supported yet")
+				st.Err = unsupported("COPY of a query whose answer combines several shards (counts, merges, aggregates) is not supported yet")
 			}
 		}
 	case cs.IsFrom:

@@ -265,10 +265,6 @@ func contains(list []string, s string) bool {
 // mergeable sets how the router combines the shards' answers to a read
 // whose rows must be combined, if it can, and reports whether it can.
 func (c *planCtx) mergeable(st *Statement, q *query, f *facts, sharded []*tableRef) bool {
-	if countsOnly(q, f) {
-		st.Merge = MergeCounts
-		return true
-	}
 	if lim, ok := c.limitOnly(q, f); ok {
 		st.Merge, st.Limit = MergeLimit, lim
 		return true
@@ -277,8 +273,8 @@ func (c *planCtx) mergeable(st *Statement, q *query, f *facts, sharded []*tableR
 	if len(sharded) == 1 && len(q.from) == 1 {
 		table = sharded[0]
 	}
-	if keys, lim, ok := c.orderedLimit(q, f, table); ok {
-		st.Merge, st.Limit, st.Order = MergeOrdered, lim, keys
+	if p, ok := c.enginePlan(q, f, table); ok {
+		st.Merge, st.Engine = MergeEngine, p
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package planner
 import (
 	"strings"
 
+	"github.com/tesseradb/tessera/router/engine"
 	"github.com/tesseradb/tessera/topo"
 	"github.com/tesseradb/tessera/topo/shardfunc"
 )
@@ -88,13 +89,12 @@ type Statement struct {
 	Elsewhere string
 
 	// Merge says how the answers combine when several shards run the
-	// statement: MergeCounts for a SELECT of counts, which the router
-	// sums. One shard's answer always goes through as it is.
+	// statement. One shard's answer always goes through as it is.
 	Merge MergeKind
-	// Limit is the LIMIT the router applies to a MergeLimit or
-	// MergeOrdered statement; Order is a MergeOrdered one's ORDER BY.
-	Limit Limit
-	Order []OrderKey
+	// Limit is the LIMIT the router applies to a MergeLimit statement;
+	// Engine is the operators' plan of a MergeEngine one.
+	Limit  Limit
+	Engine *engine.Plan
 
 	// Err is the error the statement fails with, known at plan time: 0A000
 	// for what Tessera cannot route yet, or the Schema's error for an

@@ -47,6 +47,10 @@ type facts struct {
 	aggCalls     int
 	limits       int  // SELECTs with a LIMIT (or FETCH FIRST), anywhere
 	orders       int  // SELECTs with an ORDER BY, anywhere
+	offsets      int  // SELECTs with an OFFSET, anywhere
+	groups       int  // SELECTs with a GROUP BY, anywhere
+	havings      int  // SELECTs with a HAVING, anywhere
+	distincts    int  // SELECTs with DISTINCT (or DISTINCT ON), anywhere
 	locking      bool // FOR UPDATE / SHARE
 	modifyingCTE bool // WITH x AS (INSERT / UPDATE / DELETE / MERGE ...)
 	session      SessionState
@@ -114,8 +118,11 @@ func collect(n *pg_query.Node) *facts {
 // not answer. The first one recorded names the error, unless a construct
 // no merge can do comes later: that one is the reason.
 func (f *facts) cross(what string) {
-	mergeable := what == aggregateFunctions || what == limitClause || what == orderClause
-	if f.crossShard == "" || !mergeable && !f.crossOther {
+	mergeable := what == aggregateFunctions || what == limitClause || what == orderClause || what == groupClause || what == distinctClause || what == offsetClause || what == havingClause
+	// GROUP BY and DISTINCT name the refusal over the ORDER BY, LIMIT or
+	// aggregates of the same statement, which merges can do alone.
+	regroups := (what == groupClause || what == distinctClause) && !f.crossOther && f.crossShard != groupClause && f.crossShard != distinctClause
+	if f.crossShard == "" || !mergeable && !f.crossOther || regroups {
 		f.crossShard = what
 	}
 	if !mergeable {
@@ -124,8 +131,12 @@ func (f *facts) cross(what string) {
 }
 
 const (
-	limitClause = "LIMIT"
-	orderClause = "ORDER BY"
+	limitClause    = "LIMIT"
+	orderClause    = "ORDER BY"
+	groupClause    = "GROUP BY"
+	offsetClause   = "OFFSET"
+	havingClause   = "HAVING"
+	distinctClause = "DISTINCT"
 )
 
 const aggregateFunctions = "aggregate functions"
@@ -155,16 +166,20 @@ func (f *facts) selectFacts(s *pg_query.SelectStmt) {
 		f.cross(limitClause)
 	}
 	if s.LimitOffset != nil {
-		f.cross("OFFSET")
+		f.offsets++
+		f.cross(offsetClause)
 	}
 	if len(s.GroupClause) > 0 || s.GroupDistinct {
-		f.cross("GROUP BY")
+		f.groups++
+		f.cross(groupClause)
 	}
 	if s.HavingClause != nil {
-		f.cross("HAVING")
+		f.havings++
+		f.cross(havingClause)
 	}
 	if len(s.DistinctClause) > 0 {
-		f.cross("DISTINCT")
+		f.distincts++
+		f.cross(distinctClause)
 	}
 	if len(s.WindowClause) > 0 {
 		f.cross("window functions")

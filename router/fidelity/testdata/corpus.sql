@@ -182,6 +182,56 @@ SELECT name FROM items GROUP BY name LIMIT 10;
 SELECT k, count(*) FROM events GROUP BY k;
 SELECT i.k, count(e.seq) FROM items i LEFT JOIN events e ON e.k = i.k GROUP BY i.k;
 
+-- The router's engine (router/engine): partial aggregates finished
+-- across shards, groups merged by key, DISTINCT, k-way merges, LIMIT and
+-- OFFSET after a merge; and what it still refuses.
+SELECT kind, count(*), sum(qty), min(qty), max(qty) FROM items GROUP BY kind;
+SELECT kind, sum(big), sum(price) FROM items GROUP BY kind;
+SELECT sum(small), sum(price), sum(big), min(small), max(big) FROM items;
+SELECT sum(price), sum(big), min(qty), bool_and(flag) FROM items WHERE false;
+SELECT min(qty), max(qty), bool_and(flag), bool_or(flag), sum(big), count(*) FROM items WHERE k > 1000;
+SELECT flag, count(*), sum(qty), bool_or(qty > 3) FROM items GROUP BY flag;
+SELECT name, count(*) AS n FROM items GROUP BY name ORDER BY n DESC LIMIT 3;
+SELECT kind, count(*) AS n FROM items GROUP BY kind ORDER BY n DESC, kind LIMIT 2;
+SELECT kind, count(*) FROM items GROUP BY kind ORDER BY 1 NULLS FIRST OFFSET 1;
+SELECT kind, max(qty) FROM items GROUP BY 1 ORDER BY 2 DESC NULLS LAST, 1;
+SELECT k, count(*) FROM events GROUP BY k ORDER BY 2 DESC, 1 LIMIT 5;
+SELECT k, sum(seq), sum(amount), min(kind) FROM events GROUP BY k;
+SELECT count(*) FILTER (WHERE flag), sum(qty) FILTER (WHERE kind = 1), max(k) FILTER (WHERE qty > 2) FROM items;
+SELECT day, count(*) FROM items GROUP BY day;
+SELECT uid, count(*), sum(small) FROM items GROUP BY uid;
+SELECT name, flag, count(*) FROM items GROUP BY name, flag;
+SELECT kind, count(*) FROM items WHERE qty > $1 GROUP BY kind; -- args: [2]
+SELECT kind, sum(qty) FROM items WHERE k IN (1, 2, 3, 40) GROUP BY kind;
+SELECT kind AS c, count(k) AS n FROM items GROUP BY kind ORDER BY c DESC LIMIT 4 OFFSET 1;
+SELECT DISTINCT kind, flag FROM items;
+SELECT DISTINCT kind FROM items ORDER BY kind DESC LIMIT 3;
+SELECT DISTINCT qty FROM items ORDER BY 1 LIMIT 4 OFFSET 2;
+SELECT DISTINCT day FROM items;
+SELECT DISTINCT uid FROM items LIMIT 100;
+SELECT k, qty FROM items ORDER BY qty DESC, k LIMIT 5 OFFSET 3;
+SELECT k FROM items ORDER BY k OFFSET 45;
+SELECT k FROM items ORDER BY k LIMIT 0 OFFSET 2;
+SELECT k, flag FROM items ORDER BY flag, k DESC LIMIT 7;
+SELECT * FROM items ORDER BY small NULLS FIRST, k LIMIT 4 OFFSET 1;
+SELECT k, small FROM items ORDER BY small DESC, k;
+SELECT qty FROM items OFFSET 40;
+SELECT kind, avg(qty) FROM items GROUP BY kind;
+SELECT kind, sum(ratio) FROM items GROUP BY kind;
+SELECT price, count(*) FROM items GROUP BY price;
+SELECT DISTINCT ratio FROM items;
+SELECT name, max(qty) FROM items GROUP BY name HAVING max(qty) > 3;
+SELECT count(DISTINCT kind) FROM items;
+SELECT kind, min(name) FROM items GROUP BY kind;
+SELECT kind, count(*) FROM items GROUP BY kind ORDER BY count(*) DESC LIMIT 2;
+SELECT max(qty) + 1, kind FROM items GROUP BY kind;
+SELECT kind, count(*), max(qty), 'x' AS tag FROM items GROUP BY kind HAVING count(*) >= 2 AND max(qty) > 1 ORDER BY count(*), kind;
+SELECT count(*), sum(qty) FROM items HAVING count(*) > 1000;
+SELECT kind, count(*) FROM items GROUP BY kind HAVING 5 < count(*) ORDER BY count(*) DESC, 1;
+SELECT kind, max(qty) FROM items GROUP BY kind HAVING max(qty) > 3 LIMIT 2;
+SELECT kind, count(*) FROM items WHERE qty > 1 GROUP BY kind HAVING count(*) > 2;
+SELECT kind, count(*) FROM items WHERE qty > 4 GROUP BY kind HAVING count(*) > 1;
+
 -- ORDER BY, LIMIT, OFFSET.
 SELECT k FROM items ORDER BY k LIMIT 5;
 SELECT k FROM items ORDER BY k DESC LIMIT 5;

@@ -1,0 +1,254 @@
+package planner
+
+import (
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/tesseradb/tessera/router/engine"
+	"github.com/tesseradb/tessera/topo/shardfunc"
+)
+
+// The output columns of an engine plan's SELECT: which are table columns
+// (of which type), which are aggregates the engine finishes, and the
+// GROUP BY and ORDER BY items that name them.
+
+// engineOutput is one output column of a single-table SELECT as the
+// engine sees it: its name, the table column it shows ("" for anything
+// else) and that column's type, or the aggregate it is.
+type engineOutput struct {
+	name, column string
+	colType      shardfunc.ColumnType // 0: not a column, or of a type the planner does not know
+	agg          engine.AggFunc       // GroupKey: not an aggregate
+	constant     bool                 // a literal: the same bytes from every shard
+	typ          engine.Type          // how the engine reads the value
+}
+
+// engineOutputs lists s's output columns: * expands to the table's
+// columns; a column reference shows that column; an aggregate call is
+// classified by mergeableAggregate. Anything else is an expression the
+// engine cannot see into (colType 0, not an aggregate).
+func (c *planCtx) engineOutputs(s *pg_query.SelectStmt, table *tableRef) ([]engineOutput, bool) {
+	var out []engineOutput
+	for _, t := range s.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil {
+			return nil, false
+		}
+		cr := rt.GetVal().GetColumnRef()
+		if cr != nil && isStar(cr) {
+			if rt.Name != "" || len(cr.Fields) > 1 && !refersTo(cr, table) {
+				return nil, false
+			}
+			cols, err := c.columnNames(table.name)
+			if err != nil {
+				return nil, false
+			}
+			for _, col := range cols {
+				out = append(out, c.columnOutput(table, col, col))
+			}
+			continue
+		}
+		if cr != nil {
+			if len(cr.Fields) > 1 && !refersTo(cr, table) {
+				return nil, false
+			}
+			name := rt.Name
+			if name == "" {
+				name = lastField(cr)
+			}
+			out = append(out, c.columnOutput(table, name, lastField(cr)))
+			continue
+		}
+		o := engineOutput{name: rt.Name, constant: rt.GetVal().GetAConst() != nil}
+		if fc := rt.GetVal().GetFuncCall(); fc != nil {
+			agg, typ, ok := c.mergeableAggregate(fc, table)
+			if !ok {
+				return nil, false
+			}
+			o.agg, o.typ = agg, typ
+		}
+		out = append(out, o)
+	}
+	return out, true
+}
+
+func (c *planCtx) columnOutput(table *tableRef, name, column string) engineOutput {
+	o := engineOutput{name: name, column: column}
+	if t, err := c.columnType(table.name, column); err == nil {
+		o.colType = t
+		o.typ = engineType(t)
+	}
+	return o
+}
+
+// engineType is how the engine reads a column of type t: integers and
+// booleans as values, the rest as bytes it does not order.
+func engineType(t shardfunc.ColumnType) engine.Type {
+	switch {
+	case t.IsInteger():
+		return engine.Int
+	case t == shardfunc.Bool:
+		return engine.Bool
+	case t == shardfunc.Numeric:
+		return engine.Numeric
+	}
+	return engine.Opaque
+}
+
+// equalByBytes reports whether two values of type t are equal in Postgres
+// exactly when their encodings (in one format, under the same settings)
+// are: not numeric (1.0 = 1.00), bpchar (trailing blanks), timestamps
+// (their text depends on TimeZone and DateStyle) or name. Text and varchar
+// compare by bytes under a deterministic collation, which every collation
+// but a nondeterministic ICU one is.
+func equalByBytes(t shardfunc.ColumnType) bool {
+	switch t {
+	case shardfunc.Int2, shardfunc.Int4, shardfunc.Int8, shardfunc.Bool, shardfunc.Text, shardfunc.Varchar, shardfunc.UUID, shardfunc.Date:
+		return true
+	}
+	return false
+}
+
+// mergeableAggregate classifies a built-in aggregate call whose shard
+// partials the engine finishes exactly, with Postgres's result type.
+func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (engine.AggFunc, engine.Type, bool) {
+	// DISTINCT would count a value found on two shards twice; an ORDER
+	// BY inside or WITHIN GROUP belongs to other aggregates.
+	if !builtinCall(fc) || fc.AggDistinct || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.Over != nil || fc.AggStar != (len(fc.Args) == 0) || len(fc.Args) > 1 {
+		return 0, 0, false
+	}
+	name := funcName(fc)
+	if name == "count" {
+		return engine.SumCounts, engine.Int, true
+	}
+	if fc.AggStar {
+		return 0, 0, false
+	}
+	switch name {
+	case "bool_and", "every":
+		return engine.BoolAnd, engine.Bool, true
+	case "bool_or":
+		return engine.BoolOr, engine.Bool, true
+	}
+	// sum, min and max: their result type is the argument's, known here
+	// for a plain column only.
+	cr := fc.Args[0].GetColumnRef()
+	if cr == nil || isStar(cr) || len(cr.Fields) > 1 && !refersTo(cr, table) {
+		return 0, 0, false
+	}
+	t, err := c.columnType(table.name, lastField(cr))
+	if err != nil {
+		return 0, 0, false
+	}
+	switch {
+	case name == "sum" && (t == shardfunc.Int2 || t == shardfunc.Int4):
+		return engine.SumInt8, engine.Int, true
+	case name == "sum" && (t == shardfunc.Int8 || t == shardfunc.Numeric):
+		return engine.SumNumeric, engine.Numeric, true
+	case name == "min" && t.IsInteger():
+		return engine.Min, engine.Int, true
+	case name == "max" && t.IsInteger():
+		return engine.Max, engine.Int, true
+	}
+	return 0, 0, false
+}
+
+// groupColumns resolves a GROUP BY of table columns (by name, qualified
+// name or output position) to their names.
+func (c *planCtx) groupColumns(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput) (map[string]bool, bool) {
+	cols, err := c.columnNames(table.name)
+	if err != nil {
+		return nil, false
+	}
+	keys := map[string]bool{}
+	for _, n := range s.GroupClause {
+		switch x := n.GetNode().(type) {
+		case *pg_query.Node_AConst:
+			p, ok := x.AConst.Val.(*pg_query.A_Const_Ival)
+			if !ok || p.Ival.Ival < 1 || int(p.Ival.Ival) > len(outs) || outs[p.Ival.Ival-1].column == "" {
+				return nil, false
+			}
+			keys[outs[p.Ival.Ival-1].column] = true
+		case *pg_query.Node_ColumnRef:
+			// GROUP BY reads a bare name as the table's column first.
+			name := lastField(x.ColumnRef)
+			if isStar(x.ColumnRef) || len(x.ColumnRef.Fields) > 1 && !refersTo(x.ColumnRef, table) || !contains(cols, name) {
+				return nil, false
+			}
+			keys[name] = true
+		default:
+			return nil, false // an expression, GROUPING SETS, ROLLUP, CUBE
+		}
+	}
+	return keys, true
+}
+
+// sortKeys resolves an ORDER BY of output columns (by position, output
+// name, or qualified table column) the engine can order: integers and
+// booleans.
+func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput) ([]engine.SortKey, bool) {
+	var keys []engine.SortKey
+	for _, n := range s.SortClause {
+		sb := n.GetSortBy()
+		if sb == nil || sb.SortbyDir == pg_query.SortByDir_SORTBY_USING || len(sb.UseOp) > 0 {
+			return nil, false
+		}
+		col := -1
+		switch x := sb.Node.GetNode().(type) {
+		case *pg_query.Node_AConst:
+			if p, ok := x.AConst.Val.(*pg_query.A_Const_Ival); ok && p.Ival.Ival >= 1 && int(p.Ival.Ival) <= len(outs) {
+				col = int(p.Ival.Ival) - 1
+			}
+		case *pg_query.Node_FuncCall:
+			col = outputCall(s.TargetList, outs, sb.Node)
+		case *pg_query.Node_ColumnRef:
+			// A bare name is an output column's name first; a qualified
+			// one (items.k) is always the table's column, whatever output
+			// column is named like it.
+			name := lastField(x.ColumnRef)
+			qualified := len(x.ColumnRef.Fields) > 1
+			if qualified && !refersTo(x.ColumnRef, table) {
+				return nil, false
+			}
+			col = outputNamed(outs, name, qualified)
+			if col < 0 && !qualified {
+				// A bare name no output has is the table's column.
+				col = outputNamed(outs, name, true)
+			}
+		}
+		if col < 0 {
+			return nil, false
+		}
+		o := outs[col]
+		if o.agg == engine.GroupKey && o.column == "" || o.typ != engine.Int && o.typ != engine.Bool {
+			return nil, false
+		}
+		desc := sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC
+		nullsFirst := desc // Postgres's default
+		switch sb.SortbyNulls {
+		case pg_query.SortByNulls_SORTBY_NULLS_FIRST:
+			nullsFirst = true
+		case pg_query.SortByNulls_SORTBY_NULLS_LAST:
+			nullsFirst = false
+		}
+		keys = append(keys, engine.SortKey{Column: col, Type: o.typ, Desc: desc, NullsFirst: nullsFirst})
+	}
+	return keys, true
+}
+
+// outputNamed finds the output named name, or (byColumn) showing the
+// table's column name: -1 for none, or for several that are not all the
+// same column.
+func outputNamed(outs []engineOutput, name string, byColumn bool) int {
+	col := -1
+	for i, o := range outs {
+		if !byColumn && o.name == name || byColumn && o.column == name {
+			if col >= 0 && (o.column == "" || o.column != outs[col].column) {
+				return -2 // ambiguous
+			}
+			if col < 0 {
+				col = i
+			}
+		}
+	}
+	return col
+}
