@@ -134,7 +134,7 @@ func TestOnlineDDLAcceptanceThroughRouter(t *testing.T) {
 	}
 	const alter = "ALTER TABLE orders ALTER COLUMN id TYPE bigint"
 	var res workflows.OnlineDDLResult
-	stopWatching := watchMigration(t, ctx, workflows.OnlineDDLID("shop", "public", "orders"))
+	stopWatching := rc.watchMigration(t, ctx, workflows.OnlineDDLID("shop", "public", "orders"))
 	gaps, took := pauseAround(t, online.clients, func() { res = onlineWait(t, ctx, ddl, alter) })
 	stopWatching()
 	if res.Phase != workflows.PhaseDone || res.Plan == nil || res.Plan.Path != workflows.PathShadow ||
@@ -197,7 +197,7 @@ func (rc *reshardCluster) revertUnderWriters(t *testing.T, ctx context.Context, 
 	const change = "ALTER TABLE orders ALTER COLUMN name TYPE varchar(64)"
 	id := workflows.OnlineDDLID("shop", "public", "orders")
 	var run client.WorkflowRun
-	stopWatching := watchMigration(t, ctx, id)
+	stopWatching := rc.watchMigration(t, ctx, id)
 	defer stopWatching()
 	gaps, took := pauseAround(t, clients, func() {
 		var err error
@@ -256,14 +256,31 @@ func (rc *reshardCluster) revertUnderWriters(t *testing.T, ctx context.Context, 
 }
 
 // watchMigration logs, until stopped, each change of the latest run of
-// migration id's phase and shards' shadow states, with the time since
-// it was called: where a long migration spends its time.
-func watchMigration(t *testing.T, ctx context.Context, id string) (stop func()) {
+// migration id's phase and shards' shadow states, and of the table
+// buffers in force (which hold the table's statements in every router,
+// on every shard), with the time since it was called: where a long
+// migration spends its time, and how long writers are held.
+func (rc *reshardCluster) watchMigration(t *testing.T, ctx context.Context, id string) (stop func()) {
 	watching, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	began := time.Now()
+	buffers, err := rc.c.Store().WatchTableBuffers(watching)
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() {
-		defer close(done)
-		began, last := time.Now(), ""
+		defer func() { done <- struct{}{} }()
+		for list := range buffers {
+			var in []string
+			for _, b := range list {
+				in = append(in, b.Reason)
+			}
+			t.Logf("after %s: table buffers %q", time.Since(began).Round(10*time.Millisecond), in)
+		}
+	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		last := ""
 		for watching.Err() == nil {
 			var p workflows.OnlineDDLProgress
 			if v, err := tc.QueryWorkflow(watching, id, "", workflows.OnlineDDLProgressQuery); err == nil && v.Get(&p) == nil {
@@ -282,7 +299,7 @@ func watchMigration(t *testing.T, ctx context.Context, id string) (stop func()) 
 			}
 		}
 	}()
-	return func() { cancel(); <-done }
+	return func() { cancel(); <-done; <-done }
 }
 
 // onlineDDLRouter starts a router whose sessions' tessera.ddl_strategy
