@@ -249,7 +249,7 @@ func TestOnlineDDLShadowPathSurvivesKilledWorker(t *testing.T) {
 		}
 		return nil
 	})
-	rc.checkColumnType(t, ctx, "swapped", "character varying(200)")
+	rc.checkColumnType(t, ctx, "accounts", "name", "character varying(200)") // swapped
 	stale := rc.routerReadsAfterChange(t, ctx)
 	checkRows("swapped, the worker killed four times")
 	arm(workflows.RevertShadowActivity)
@@ -270,7 +270,7 @@ func TestOnlineDDLShadowPathSurvivesKilledWorker(t *testing.T) {
 	recovered(workflows.RevertShadowActivity, "every shard, the revert committed", kill)
 	checkKills()
 	rc.checkMigrationEnded(t, ctx, "reverted", res, workflows.PhaseReverted, workflows.ShadowReverted)
-	rc.checkColumnType(t, ctx, "reverted", "text")
+	rc.checkColumnType(t, ctx, "accounts", "name", "text") // reverted
 	stale += rc.routerReadsAfterChange(t, ctx)
 	checkRows("reverted")
 
@@ -290,7 +290,7 @@ func TestOnlineDDLShadowPathSurvivesKilledWorker(t *testing.T) {
 	recovered(workflows.CompleteShadowActivity, "every shard", kill)
 	checkKills()
 	rc.checkMigrationEnded(t, ctx, "completed", res, workflows.PhaseDone, workflows.ShadowCompleted)
-	rc.checkColumnType(t, ctx, "completed", "character varying(200)")
+	rc.checkColumnType(t, ctx, "accounts", "name", "character varying(200)") // completed
 	stale += rc.routerReadsAfterChange(t, ctx)
 	checkRows("completed")
 	stopWriting()
@@ -316,7 +316,7 @@ func TestOnlineDDLShadowPathSurvivesKilledWorker(t *testing.T) {
 }
 
 // seedRouted loads seed rows straight into the shard each key routes to.
-func (rc *reshardCluster) seedRouted(t *testing.T, ctx context.Context, rows [3][][]any) {
+func (rc *reshardCluster) seedRouted(t *testing.T, ctx context.Context, rows [][][]any) {
 	t.Helper()
 	top := rc.top()
 	for ti, tb := range shardTables {
@@ -346,20 +346,6 @@ func (rc *reshardCluster) seedRouted(t *testing.T, ctx context.Context, rows [3]
 			if _, err := rc.direct(t, ctx, shard).CopyFrom(ctx, pgx.Identifier{tb.name}, []string{"id", "name", "note", "payload"}, textRows(rs)); err != nil {
 				t.Fatal(err)
 			}
-		}
-	}
-}
-
-// checkColumnType checks accounts.name's type on every shard: all on
-// one schema, never a mix.
-func (rc *reshardCluster) checkColumnType(t *testing.T, ctx context.Context, name, want string) {
-	t.Helper()
-	for _, s := range append([]string{"shard-0"}, rc.shards...) {
-		var typ string
-		err := rc.direct(t, ctx, s).QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
-			WHERE attrelid = 'accounts'::regclass AND attname = 'name'`).Scan(&typ)
-		if err != nil || typ != want {
-			t.Errorf("%s: accounts.name on %s is %q (%v), want %q", name, s, typ, err, want)
 		}
 	}
 }

@@ -19,8 +19,8 @@ import (
 // of its own, and log what the router acknowledged.
 
 // shardTable is one table of the resharded group: its key column is id,
-// of keyType; the other columns are text, often NULL, payload sometimes
-// over 2 kB (TOASTed).
+// of keyType (bigint, integer, text or uuid); the other columns are text,
+// often NULL, payload sometimes over 2 kB (TOASTed).
 type shardTable struct{ name, keyType string }
 
 var shardTables = []shardTable{{"accounts", "bigint"}, {"docs", "text"}, {"events", "uuid"}}
@@ -64,7 +64,9 @@ func (v rowValue) String() string {
 type reshardClient struct {
 	id   int
 	conn *pgx.Conn
-	rng  *rand.Rand
+	// tables are the tables it writes (shardTables unless told otherwise).
+	tables []shardTable
+	rng    *rand.Rand
 	// hold keeps the writer from starting a statement while the test
 	// reads the rows (the test takes it for writing).
 	hold *sync.RWMutex
@@ -72,8 +74,8 @@ type reshardClient struct {
 	mu   sync.Mutex
 	want map[rowKey]rowValue
 	gone map[rowKey]bool // deleted, acknowledged
-	live [3][]string     // per table, keys present
-	dead [3][]string     // per table, keys deleted
+	live [][]string      // per table, keys present
+	dead [][]string      // per table, keys deleted
 	next int64
 	// uncertain keys had a statement fail: whether it committed is not
 	// known, so they are not compared.
@@ -88,15 +90,25 @@ type reshardClient struct {
 }
 
 func newReshardClient(id int, conn *pgx.Conn, hold *sync.RWMutex) *reshardClient {
-	return &reshardClient{id: id, conn: conn, hold: hold, rng: rand.New(rand.NewPCG(uint64(id), 14)),
+	return newTablesClient(id, conn, hold, shardTables)
+}
+
+// newTablesClient is a writer of the given tables.
+func newTablesClient(id int, conn *pgx.Conn, hold *sync.RWMutex, tables []shardTable) *reshardClient {
+	return &reshardClient{id: id, conn: conn, hold: hold, rng: rand.New(rand.NewPCG(uint64(id), 14)), tables: tables,
+		live: make([][]string, len(tables)), dead: make([][]string, len(tables)),
 		want: map[rowKey]rowValue{}, gone: map[rowKey]bool{}, uncertain: map[rowKey]bool{}}
 }
 
 // key returns the client's n-th key of table t: its own key space.
 func (c *reshardClient) key(t int, n int64) string {
-	switch shardTables[t].keyType {
+	switch c.tables[t].keyType {
 	case "bigint":
 		return fmt.Sprint(int64(c.id+1)*1_000_000_000 + n)
+	case "integer":
+		// Below 2^31 for up to 20 writers, above any bulk seed of keys
+		// 1..N under 100 million.
+		return fmt.Sprint(int64(c.id+1)*100_000_000 + n)
 	case "uuid":
 		return fmt.Sprintf("%08x-0000-4000-8000-%012x", c.id+1, n)
 	}
@@ -140,9 +152,9 @@ func (c *reshardClient) payload() *string {
 
 // seed adds n keys per table that the test loaded before the writers
 // started, returning them per table.
-func (c *reshardClient) seed(n int) [3][][]any {
-	var rows [3][][]any
-	for t := range shardTables {
+func (c *reshardClient) seed(n int) [][][]any {
+	rows := make([][][]any, len(c.tables))
+	for t := range c.tables {
 		for range n {
 			k := c.key(t, c.next)
 			c.next++
@@ -172,8 +184,8 @@ func (c *reshardClient) run(ctx context.Context) {
 // then sends as unchanged TOAST), a delete, or a re-insert of a deleted
 // key.
 func (c *reshardClient) step(ctx context.Context) {
-	t := c.rng.IntN(len(shardTables))
-	table := shardTables[t].name
+	t := c.rng.IntN(len(c.tables))
+	table := c.tables[t].name
 	c.mu.Lock()
 	nLive, nDead := len(c.live[t]), len(c.dead[t])
 	c.mu.Unlock()

@@ -149,6 +149,9 @@ type reshardCluster struct {
 	whileMoving func(workflows.ReshardProgress)
 	// pwFile holds the replicator's password.
 	pwFile string
+	// bulkKeys: keys 1..bulkKeys of an integer-keyed table are a bulk
+	// seed no writer touches, which checkRows leaves to the test.
+	bulkKeys int64
 }
 
 func startReshardCluster(t *testing.T, ctx context.Context) *reshardCluster {
@@ -465,16 +468,20 @@ func (rc *reshardCluster) checkRowsOn(t *testing.T, ctx context.Context, hold *s
 	defer hold.Unlock()
 	top := rc.top()
 	router := rc.routerConn(t, ctx)
-	for ti, tb := range shardTables {
+	for ti, tb := range clients[0].tables {
 		place := top.Resolve("shop", "public", tb.name)
 		typ := shardfunc.Text
 		if tb.keyType == "uuid" {
 			typ = shardfunc.UUID
 		}
-		viaRouter := readRows(t, ctx, router, tb.name)
+		from := tb.name
+		if tb.keyType == "integer" && rc.bulkKeys > 0 {
+			from += fmt.Sprintf(" WHERE id > %d", rc.bulkKeys)
+		}
+		viaRouter := readRows(t, ctx, router, from)
 		onShard := map[string]map[string]rowValue{}
 		for _, s := range append([]string{"shard-0"}, shards...) {
-			onShard[s] = readRows(t, ctx, rc.direct(t, ctx, s), tb.name)
+			onShard[s] = readRows(t, ctx, rc.direct(t, ctx, s), from)
 		}
 		compared := 0
 		for _, c := range clients {
@@ -490,7 +497,7 @@ func (rc *reshardCluster) checkRowsOn(t *testing.T, ctx context.Context, hold *s
 				compared++
 				var shard string
 				var err error
-				if tb.keyType == "bigint" {
+				if tb.keyType == "bigint" || tb.keyType == "integer" {
 					var n int64
 					fmt.Sscan(k, &n)
 					_, shard, err = place.RouteInt(n)
@@ -563,10 +570,14 @@ func anyKey(rows map[string]rowValue) string {
 	return ""
 }
 
-// readRows reads a table's rows by key.
-func readRows(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) map[string]rowValue {
+// readRows reads a table's rows by key; from is the table's name, with a
+// WHERE clause if need be. It reads in the simple protocol: through a
+// router, a prepared read of a table whose column type has since changed
+// can meet, on a pooled backend, the content-named statement an earlier
+// session left there, and fail once with 0A000 (docs/router.md).
+func readRows(t *testing.T, ctx context.Context, conn *pgx.Conn, from string) map[string]rowValue {
 	t.Helper()
-	rows, err := conn.Query(ctx, "SELECT id::text, name, note, payload FROM "+table)
+	rows, err := conn.Query(ctx, "SELECT id::text, name, note, payload FROM "+from, pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,7 +589,7 @@ func readRows(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) m
 			t.Fatal(err)
 		}
 		if _, dup := out[k]; dup {
-			t.Errorf("%s: key %s twice", table, k)
+			t.Errorf("%s: key %s twice", from, k)
 		}
 		out[k] = v
 	}

@@ -117,6 +117,14 @@ func (a *Activities) swap(ctx context.Context, conn *pgx.Conn, in workflows.Shad
 	if err := run.catchUp(ctx, conn); err != nil {
 		return res, fmt.Errorf("%s stream catching up: %w", direction(stream.forward), err)
 	}
+	// The marker's session is opened before the table buffer and the
+	// lock: connecting and authenticating is not work to do while the
+	// routers hold the writers.
+	mconn, err := pgx.Connect(ctx, stream.url)
+	if err != nil {
+		return res, err
+	}
+	defer mconn.Close(context.WithoutCancel(ctx))
 	if a.Store != nil && in.BufferMillis > 0 {
 		id := "onlineddl_" + n.tag
 		b := store.TableBuffer{ID: id, Database: in.Database, Tables: []string{n.schema + "." + n.table},
@@ -137,13 +145,6 @@ func (a *Activities) swap(ctx context.Context, conn *pgx.Conn, in workflows.Shad
 			a.announce(ctx, in.Database, in.MigrationID)
 		}
 	}()
-	// The marker's session is opened before the lock: connecting (and
-	// authenticating) is not work to do while the table is locked.
-	mconn, err := pgx.Connect(ctx, stream.url)
-	if err != nil {
-		return res, err
-	}
-	defer mconn.Close(context.WithoutCancel(ctx))
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return res, err
