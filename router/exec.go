@@ -38,6 +38,11 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 		return true, nil
 	}
 	failed, err := c.dispatch(ctx, r, frontend, prepared, scan)
+	if c.tx.active && r.kind == kindRegular && !r.autocommit {
+		// Not a plain read: it may have written where it ran, even when
+		// it failed (a savepoint may keep what it did before).
+		c.tx.noteWrites(r.shards)
+	}
 	// DDL may have changed the schema or who can log in, on one shard as
 	// on every shard (a one-shard topology runs it on one), and even when
 	// a shard refused it after others ran it.

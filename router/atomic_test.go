@@ -1,0 +1,192 @@
+package router_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Atomic commit across shards (atomic.go). Customer 42 lives on
+// customer-shard-1 and customer 1 on customer-shard-2; accounts are rows
+// of orders (order_id atomicOrder), their balance its total.
+
+const atomicOrder = 770001
+
+var atomicModes = []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec}
+
+// atomicSetup creates the accounts of customers 42 and 1, 100 each.
+func atomicSetup(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	mustExec(t, conn,
+		"CREATE TABLE IF NOT EXISTS orders (order_id bigint, customer_id bigint, total numeric, PRIMARY KEY (customer_id, order_id))",
+		fmt.Sprintf("DELETE FROM orders WHERE order_id = %d", atomicOrder),
+		fmt.Sprintf("INSERT INTO orders (order_id, customer_id, total) VALUES (%d, 42, 100), (%d, 1, 100)", atomicOrder, atomicOrder))
+}
+
+// balanceOn reads an account's balance on its shard's primary directly.
+func balanceOn(t *testing.T, shard string, customer int) string {
+	t.Helper()
+	var total string
+	err := direct(t, shard, "store").QueryRow(context.Background(),
+		"SELECT total::text FROM orders WHERE order_id = $1 AND customer_id = $2", atomicOrder, customer).Scan(&total)
+	if err != nil {
+		t.Fatalf("%s: %v", shard, err)
+	}
+	return total
+}
+
+// decisions counts the commit decisions on a shard's store database (0
+// before the first atomic commit made the table).
+func decisions(t *testing.T, shard string) int {
+	t.Helper()
+	conn := direct(t, shard, "store")
+	var exists bool
+	if err := conn.QueryRow(context.Background(), "SELECT to_regclass('_tessera.commit_decisions') IS NOT NULL").Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if !exists {
+		return 0
+	}
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM _tessera.commit_decisions WHERE outcome = 'commit'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// preparedOn lists the transactions prepared on a shard's primary.
+func preparedOn(t *testing.T, shard string) []string {
+	t.Helper()
+	rows, err := direct(t, shard, "postgres").Query(context.Background(), "SELECT gid FROM pg_prepared_xacts ORDER BY gid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gids
+}
+
+func noPrepared(t *testing.T) {
+	t.Helper()
+	for _, s := range []string{"customer-shard-1", "customer-shard-2"} {
+		if gids := preparedOn(t, s); len(gids) > 0 {
+			t.Fatalf("%s still has prepared transactions %v", s, gids)
+		}
+	}
+}
+
+func execIn(t *testing.T, conn *pgx.Conn, mode pgx.QueryExecMode, sql string) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), sql, mode); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestAtomicCommitTwoShards: a transfer between accounts on two shards
+// commits on both, records its decision on the commit point (the first
+// shard written), leaves nothing prepared, and the client's next
+// statement sees both writes; in both query protocols.
+func TestAtomicCommitTwoShards(t *testing.T) {
+	conn := connect(t, "store")
+	atomicSetup(t, conn)
+	for i, mode := range atomicModes {
+		before := decisions(t, "customer-shard-1")
+		execIn(t, conn, mode, "BEGIN")
+		execIn(t, conn, mode, fmt.Sprintf("UPDATE orders SET total = total - 10 WHERE order_id = %d AND customer_id = 42", atomicOrder))
+		execIn(t, conn, mode, fmt.Sprintf("UPDATE orders SET total = total + 10 WHERE order_id = %d AND customer_id = 1", atomicOrder))
+		execIn(t, conn, mode, "COMMIT")
+		var a, b string
+		if err := conn.QueryRow(context.Background(), fmt.Sprintf(
+			"SELECT (SELECT total::text FROM orders WHERE order_id = %d AND customer_id = 42), (SELECT total::text FROM orders WHERE order_id = %d AND customer_id = 1)",
+			atomicOrder, atomicOrder), mode).Scan(&a, &b); err != nil {
+			// A subquery per shard may not be supported: read one by one.
+			if err := conn.QueryRow(context.Background(), fmt.Sprintf("SELECT total::text FROM orders WHERE order_id = %d AND customer_id = 42", atomicOrder), mode).Scan(&a); err != nil {
+				t.Fatal(err)
+			}
+			if err := conn.QueryRow(context.Background(), fmt.Sprintf("SELECT total::text FROM orders WHERE order_id = %d AND customer_id = 1", atomicOrder), mode).Scan(&b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want42, want1 := fmt.Sprint(90-10*i), fmt.Sprint(110+10*i)
+		if a != want42 || b != want1 {
+			t.Fatalf("mode %v: after the transfer the router reads %s and %s, want %s and %s", mode, a, b, want42, want1)
+		}
+		if x, y := balanceOn(t, "customer-shard-1", 42), balanceOn(t, "customer-shard-2", 1); x != want42 || y != want1 {
+			t.Fatalf("mode %v: the shards hold %s and %s, want %s and %s", mode, x, y, want42, want1)
+		}
+		if after := decisions(t, "customer-shard-1"); after != before+1 {
+			t.Fatalf("mode %v: %d commit decisions on the commit point, want %d", mode, after, before+1)
+		}
+		noPrepared(t)
+	}
+}
+
+// TestAtomicCommitParticipantLost: the participant's backend dies before
+// COMMIT, so it cannot prepare: the client gets an error and nothing is
+// committed anywhere, the commit point's write included.
+func TestAtomicCommitParticipantLost(t *testing.T) {
+	conn := connect(t, "store")
+	atomicSetup(t, conn)
+	for _, mode := range atomicModes {
+		execIn(t, conn, mode, "BEGIN")
+		execIn(t, conn, mode, fmt.Sprintf("UPDATE orders SET total = total - 10 WHERE order_id = %d AND customer_id = 42", atomicOrder))
+		var pid int
+		if err := conn.QueryRow(context.Background(), fmt.Sprintf(
+			"UPDATE orders SET total = total + 10 WHERE order_id = %d AND customer_id = 1 RETURNING pg_backend_pid()", atomicOrder), mode).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := direct(t, "customer-shard-2", "postgres").Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid); err != nil {
+			t.Fatal(err)
+		}
+		_, err := conn.Exec(context.Background(), "COMMIT", mode)
+		if err == nil {
+			t.Fatalf("mode %v: COMMIT succeeded although a participant was lost", mode)
+		}
+		t.Logf("mode %v: COMMIT: %v", mode, err)
+		conn.Exec(context.Background(), "ROLLBACK", mode)
+		if x, y := balanceOn(t, "customer-shard-1", 42), balanceOn(t, "customer-shard-2", 1); x != "100" || y != "100" {
+			t.Fatalf("mode %v: the shards hold %s and %s after a failed commit, want 100 and 100", mode, x, y)
+		}
+		noPrepared(t)
+		// The session goes on.
+		execIn(t, conn, mode, fmt.Sprintf("UPDATE orders SET total = 100 WHERE order_id = %d", atomicOrder))
+	}
+}
+
+// TestCommitOneShardOrBestEffort: a transaction that wrote on one shard
+// (reading another), and any transaction under tessera.commit
+// best_effort, commits without two-phase commit: no decision row.
+func TestCommitOneShardOrBestEffort(t *testing.T) {
+	conn := connect(t, "store")
+	atomicSetup(t, conn)
+	mustExec(t, conn, "BEGIN",
+		fmt.Sprintf("SELECT total FROM orders WHERE order_id = %d AND customer_id = 1", atomicOrder),
+		fmt.Sprintf("UPDATE orders SET total = 50 WHERE order_id = %d AND customer_id = 42", atomicOrder))
+	before1, before2 := decisions(t, "customer-shard-1"), decisions(t, "customer-shard-2")
+	mustExec(t, conn, "COMMIT")
+	if balanceOn(t, "customer-shard-1", 42) != "50" {
+		t.Fatal("the one-shard write was not committed")
+	}
+	mustExec(t, conn, "SET tessera.commit = 'best_effort'", "BEGIN",
+		fmt.Sprintf("UPDATE orders SET total = 60 WHERE order_id = %d AND customer_id = 42", atomicOrder),
+		fmt.Sprintf("UPDATE orders SET total = 60 WHERE order_id = %d AND customer_id = 1", atomicOrder),
+		"COMMIT")
+	if x, y := balanceOn(t, "customer-shard-1", 42), balanceOn(t, "customer-shard-2", 1); x != "60" || y != "60" {
+		t.Fatalf("best_effort: the shards hold %s and %s, want 60 and 60", x, y)
+	}
+	if a, b := decisions(t, "customer-shard-1"), decisions(t, "customer-shard-2"); a != before1 || b != before2 {
+		t.Fatalf("commit decisions went from %d, %d to %d, %d: a commit used two-phase commit", before1, before2, a, b)
+	}
+	var v string
+	if err := conn.QueryRow(context.Background(), "SHOW tessera.commit").Scan(&v); err != nil || v != "best_effort" {
+		t.Fatalf("SHOW tessera.commit: %q, %v", v, err)
+	}
+	if _, err := conn.Exec(context.Background(), "SET tessera.commit = 'sometimes'"); sqlstate(err) != "22023" {
+		t.Fatalf("SET tessera.commit = 'sometimes': %v, want 22023", err)
+	}
+	noPrepared(t)
+}
