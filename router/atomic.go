@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"sync"
@@ -81,7 +82,57 @@ func (s *Server) decide(ctx context.Context, commitPoint, database, gid string) 
 // needsAtomicCommit reports whether the client's COMMIT of the open
 // transaction is a two-phase commit.
 func (c *clientConn) needsAtomicCommit() bool {
-	return c.settings.atomicCommit() && !c.tx.failed && len(c.tx.wrote) > 1
+	return c.settings.atomicCommit() && !c.tx.failed && !c.tx.replica && len(c.tx.wrote) > 1
+}
+
+// implicitAtomic reports whether a statement outside a transaction needs
+// one of the router's own so that its writes on several shards commit
+// atomically: a scatter that is not a plain read (UPDATE, DELETE, a
+// function with side effects). A split INSERT has its own (insertsplit.go).
+func (c *clientConn) implicitAtomic(r *routed) bool {
+	return !c.tx.active && r.kind == kindRegular && !r.autocommit && r.mode == routeScatter &&
+		len(r.shards) > 1 && c.settings.atomicCommit() && !c.settings.replica()
+}
+
+// scatterAtomic runs a scatter write in a transaction of the router's
+// own and commits it atomically. When the commit fails, a simple Query's
+// answer loses its CommandComplete, as Postgres commits a single
+// statement before it reports it done; in the extended protocol Postgres
+// commits at Sync, after CommandComplete, and so does this.
+func (c *clientConn) scatterAtomic(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
+	saved := c.settings
+	c.tx = txState{active: true, begin: "BEGIN", settings: &saved}
+	mark := len(c.out)
+	failed, err := c.dispatch(ctx, r, frontend, prepared, scan)
+	if err != nil || failed || c.tx.failed {
+		c.endImplicit(false)
+		return true, err
+	}
+	commitErr := c.endImplicit(true)
+	if commitErr == nil {
+		return false, nil
+	}
+	if len(frontend) > 0 && frontend[0] == 'Q' {
+		if at := lastCommandComplete(c.out, mark); at >= 0 {
+			c.out = c.out[:at]
+		}
+	}
+	c.out = appendError(c.out, "ERROR", commitErr)
+	return true, nil
+}
+
+// lastCommandComplete returns where the last CommandComplete message in
+// out[from:] begins, or -1.
+func lastCommandComplete(out []byte, from int) int {
+	at := -1
+	for i := from; i+5 <= len(out); {
+		n := int(binary.BigEndian.Uint32(out[i+1:]))
+		if out[i] == 'C' {
+			at = i
+		}
+		i += 1 + n
+	}
+	return at
 }
 
 // atomicCommit is one two-phase commit under way.

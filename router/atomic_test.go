@@ -190,3 +190,71 @@ func TestCommitOneShardOrBestEffort(t *testing.T) {
 	}
 	noPrepared(t)
 }
+
+// failAtCommit makes customer-shard-2 refuse, at commit (or PREPARE
+// TRANSACTION), a transaction that set an account's balance to -999: a
+// deferred constraint trigger made there directly, dropped at the end.
+func failAtCommit(t *testing.T) {
+	t.Helper()
+	conn := direct(t, "customer-shard-2", "store")
+	ctx := context.Background()
+	for _, sql := range []string{
+		`CREATE OR REPLACE FUNCTION atomic_refuse() RETURNS trigger LANGUAGE plpgsql AS
+		 $$BEGIN IF NEW.total = -999 THEN RAISE EXCEPTION 'refused at commit' USING ERRCODE = '23514'; END IF; RETURN NEW; END$$`,
+		"DROP TRIGGER IF EXISTS atomic_refuse ON orders",
+		"CREATE CONSTRAINT TRIGGER atomic_refuse AFTER UPDATE ON orders DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION atomic_refuse()",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		c := direct(t, "customer-shard-2", "store")
+		c.Exec(context.Background(), "DROP TRIGGER IF EXISTS atomic_refuse ON orders")
+		c.Exec(context.Background(), "DROP FUNCTION IF EXISTS atomic_refuse()")
+	})
+}
+
+// TestAtomicCommitParticipantRefuses: a participant whose PREPARE fails
+// (a deferred constraint) leaves nothing committed, in an explicit
+// transaction and in a scatter UPDATE outside one; a scatter UPDATE that
+// succeeds commits atomically (a decision row).
+func TestAtomicCommitParticipantRefuses(t *testing.T) {
+	conn := connect(t, "store")
+	atomicSetup(t, conn)
+	failAtCommit(t)
+	ctx := context.Background()
+	for _, mode := range atomicModes {
+		execIn(t, conn, mode, "BEGIN")
+		execIn(t, conn, mode, fmt.Sprintf("UPDATE orders SET total = 1 WHERE order_id = %d AND customer_id = 42", atomicOrder))
+		execIn(t, conn, mode, fmt.Sprintf("UPDATE orders SET total = -999 WHERE order_id = %d AND customer_id = 1", atomicOrder))
+		if _, err := conn.Exec(ctx, "COMMIT", mode); sqlstate(err) != "23514" {
+			t.Fatalf("mode %v: COMMIT: %v, want the participant's 23514", mode, err)
+		}
+		conn.Exec(ctx, "ROLLBACK", mode)
+		if x, y := balanceOn(t, "customer-shard-1", 42), balanceOn(t, "customer-shard-2", 1); x != "100" || y != "100" {
+			t.Fatalf("mode %v: the shards hold %s and %s after a refused commit, want 100 and 100", mode, x, y)
+		}
+		// Outside a transaction: a scatter UPDATE (no shard key).
+		tag, err := conn.Exec(ctx, fmt.Sprintf("UPDATE orders SET total = -999 WHERE order_id = %d", atomicOrder), mode)
+		if sqlstate(err) != "23514" {
+			t.Fatalf("mode %v: scatter UPDATE: %v (%s), want the participant's 23514", mode, err, tag)
+		}
+		if x, y := balanceOn(t, "customer-shard-1", 42), balanceOn(t, "customer-shard-2", 1); x != "100" || y != "100" {
+			t.Fatalf("mode %v: the shards hold %s and %s after a refused scatter UPDATE, want 100 and 100", mode, x, y)
+		}
+		noPrepared(t)
+	}
+	before := decisions(t, "customer-shard-1") + decisions(t, "customer-shard-2")
+	tag, err := conn.Exec(ctx, fmt.Sprintf("UPDATE orders SET total = total + 1 WHERE order_id = %d", atomicOrder))
+	if err != nil || tag.String() != "UPDATE 2" {
+		t.Fatalf("scatter UPDATE: %s, %v", tag, err)
+	}
+	if x, y := balanceOn(t, "customer-shard-1", 42), balanceOn(t, "customer-shard-2", 1); x != "101" || y != "101" {
+		t.Fatalf("the shards hold %s and %s after a scatter UPDATE, want 101 and 101", x, y)
+	}
+	if after := decisions(t, "customer-shard-1") + decisions(t, "customer-shard-2"); after != before+1 {
+		t.Fatalf("%d commit decisions after a scatter UPDATE, want %d", after, before+1)
+	}
+	noPrepared(t)
+}

@@ -37,7 +37,13 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 		c.failTx()
 		return true, nil
 	}
-	failed, err := c.dispatch(ctx, r, frontend, prepared, scan)
+	var failed bool
+	var err error
+	if c.implicitAtomic(r) {
+		failed, err = c.scatterAtomic(ctx, r, frontend, prepared, scan)
+	} else {
+		failed, err = c.dispatch(ctx, r, frontend, prepared, scan)
+	}
 	if c.tx.active && r.kind == kindRegular && !r.autocommit {
 		// Not a plain read: it may have written where it ran, even when
 		// it failed (a savepoint may keep what it did before).
