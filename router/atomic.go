@@ -484,3 +484,20 @@ var errRecoveryAborted = pgerr.New(pgerr.SerializationFailure,
 func decisionConflict(err error) bool {
 	return pgerr.Code(err) == "23505" && strings.Contains(err.Error(), "commit_decisions")
 }
+
+// clientPrepareRefusal is why a client's own PREPARE TRANSACTION gid
+// cannot run, or nil: it runs on its transaction's one shard (as
+// Postgres would), but the router cannot prepare a transaction over
+// several shards under one client gid, nor let a client use a gid that
+// recovery would take for one of its own.
+func (c *clientConn) clientPrepareRefusal(gid string) error {
+	if strings.HasPrefix(gid, twophase.Prefix) {
+		return pgerr.New(pgerr.FeatureNotSupported, "transaction identifiers beginning with %q are reserved for Tessera's atomic commits", twophase.Prefix)
+	}
+	if c.tx.active && len(c.tx.shards) > 1 {
+		return pgerr.New(pgerr.FeatureNotSupported,
+			"PREPARE TRANSACTION in a transaction over several shards (%s) is not supported: commit it, and Tessera commits it atomically",
+			strings.Join(c.tx.shards, ", "))
+	}
+	return nil
+}

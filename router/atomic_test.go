@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -257,4 +258,38 @@ func TestAtomicCommitParticipantRefuses(t *testing.T) {
 		t.Fatalf("%d commit decisions after a scatter UPDATE, want %d", after, before+1)
 	}
 	noPrepared(t)
+}
+
+// TestClientPrepareTransaction: a client's PREPARE TRANSACTION runs on its
+// transaction's one shard, and is refused (0A000) over several or with a
+// gid of Tessera's; the refused transaction then rolls back.
+func TestClientPrepareTransaction(t *testing.T) {
+	conn := connect(t, "store")
+	atomicSetup(t, conn)
+	ctx := context.Background()
+	mustExec(t, conn, "BEGIN",
+		fmt.Sprintf("UPDATE orders SET total = 5 WHERE order_id = %d AND customer_id = 42", atomicOrder),
+		"PREPARE TRANSACTION 'atomic_test_client'")
+	if gids := preparedOn(t, "customer-shard-1"); !slices.Contains(gids, "atomic_test_client") {
+		t.Fatalf("customer-shard-1 has prepared %v, want atomic_test_client", gids)
+	}
+	mustExec(t, direct(t, "customer-shard-1", "store"), "COMMIT PREPARED 'atomic_test_client'")
+	if b := balanceOn(t, "customer-shard-1", 42); b != "5" {
+		t.Fatalf("customer 42 has %s after COMMIT PREPARED, want 5", b)
+	}
+	for _, tc := range []struct{ name, gid string }{{"several shards", "atomic_test_two"}, {"reserved gid", "tessera:x:y:1"}} {
+		mustExec(t, conn, "BEGIN",
+			fmt.Sprintf("UPDATE orders SET total = 6 WHERE order_id = %d AND customer_id = 42", atomicOrder))
+		if tc.name == "several shards" {
+			mustExec(t, conn, fmt.Sprintf("UPDATE orders SET total = 6 WHERE order_id = %d AND customer_id = 1", atomicOrder))
+		}
+		if _, err := conn.Exec(ctx, "PREPARE TRANSACTION '"+tc.gid+"'"); sqlstate(err) != "0A000" {
+			t.Fatalf("%s: PREPARE TRANSACTION: %v, want 0A000", tc.name, err)
+		}
+		mustExec(t, conn, "COMMIT") // rolls back: the transaction failed
+		if x, y := balanceOn(t, "customer-shard-1", 42), balanceOn(t, "customer-shard-2", 1); x != "5" || y != "100" {
+			t.Fatalf("%s: the shards hold %s and %s, want 5 and 100", tc.name, x, y)
+		}
+		noPrepared(t)
+	}
 }
