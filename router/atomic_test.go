@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tesseradb/tessera/topo/store"
 )
 
 // Atomic commit across shards (atomic.go). Customer 42 lives on
@@ -291,5 +294,49 @@ func TestClientPrepareTransaction(t *testing.T) {
 			t.Fatalf("%s: the shards hold %s and %s, want 5 and 100", tc.name, x, y)
 		}
 		noPrepared(t)
+	}
+}
+
+// TestAtomicCommitNeedsSyncDurability: two-phase commit over a shard
+// whose durability is async is refused (0A000) and nothing commits: a
+// failover there could lose a prepared part or a decision.
+func TestAtomicCommitNeedsSyncDurability(t *testing.T) {
+	conn := connect(t, "store")
+	atomicSetup(t, conn)
+	setDurability := func(d store.Durability) {
+		if _, err := cluster.Store().UpdateShardState(context.Background(), "customer-shard-2", func(st *store.ShardState) error {
+			st.Durability = d
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setDurability(store.DurabilityAsync)
+	t.Cleanup(func() { setDurability(store.DurabilitySync) })
+	ctx := context.Background()
+	// The router follows shard states by a watch: try until it refuses.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mustExec(t, conn, "BEGIN",
+			fmt.Sprintf("UPDATE orders SET total = 100 WHERE order_id = %d AND customer_id = 42", atomicOrder),
+			fmt.Sprintf("UPDATE orders SET total = 100 WHERE order_id = %d AND customer_id = 1", atomicOrder),
+			fmt.Sprintf("UPDATE orders SET total = total + 1 WHERE order_id = %d", atomicOrder))
+		_, err := conn.Exec(ctx, "COMMIT")
+		if sqlstate(err) == "0A000" {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("COMMIT over an async shard: %v, want 0A000", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if x, y := balanceOn(t, "customer-shard-1", 42), balanceOn(t, "customer-shard-2", 1); x != "100" || y != "100" {
+		t.Fatalf("the shards hold %s and %s after a refused commit, want 100 and 100", x, y)
+	}
+	noPrepared(t)
+	mustExec(t, conn, "SET tessera.commit = 'best_effort'", "BEGIN",
+		fmt.Sprintf("UPDATE orders SET total = total + 1 WHERE order_id = %d", atomicOrder), "COMMIT")
+	if x, y := balanceOn(t, "customer-shard-1", 42), balanceOn(t, "customer-shard-2", 1); x != "101" || y != "101" {
+		t.Fatalf("best_effort over an async shard: the shards hold %s and %s, want 101 and 101", x, y)
 	}
 }
