@@ -35,11 +35,7 @@ func resolvePrepared(t *testing.T, in activities.ResolvePreparedInput) activitie
 		t.Fatal(err)
 	}
 	defer acts.Close()
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(workflows.ResolvePrepared, workflow.RegisterOptions{Name: workflows.ResolvePreparedName})
-	env.RegisterActivityWithOptions(acts.ResolvePrepared, activity.RegisterOptions{Name: "ResolvePrepared"})
-	env.SetTestTimeout(2 * time.Minute)
+	env := resolveEnv(acts)
 	env.ExecuteWorkflow(workflows.ResolvePreparedName, in)
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -144,4 +140,15 @@ func TestRecoveryResolvesWhatADeadRouterLeft(t *testing.T) {
 	if res.Deleted < 3 || decisions(t, "customer-shard-1") != 0 {
 		t.Fatalf("cleanup: %+v, %d commit decisions left", res, decisions(t, "customer-shard-1"))
 	}
+}
+
+// resolveEnv is Temporal's test environment with the recovery workflow
+// and the real activity registered.
+func resolveEnv(acts *activities.Activities) *testsuite.TestWorkflowEnvironment {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.ResolvePrepared, workflow.RegisterOptions{Name: workflows.ResolvePreparedName})
+	env.RegisterActivityWithOptions(acts.ResolvePrepared, activity.RegisterOptions{Name: "ResolvePrepared"})
+	env.SetTestTimeout(2 * time.Minute)
+	return env
 }
