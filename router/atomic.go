@@ -188,6 +188,10 @@ func (c *clientConn) prepareAtomic(ctx context.Context) (*atomicCommit, error) {
 	c.tx.shards, c.tx.wrote = []string{ac.commitPoint}, []string{ac.commitPoint}
 	if err := firstError(errs); err != nil {
 		c.onEach(ctx, failedOn, "ROLLBACK", "")
+		// A PREPARE whose answer was an error may still have prepared
+		// (its backend was terminated after): undo it now rather than
+		// leave its locks to recovery.
+		c.onEach(ctx, failedOn, twophase.Finish(ac.gid, false), "")
 		c.finishPrepared(ctx, ac, false)
 		return nil, err
 	}
@@ -286,9 +290,11 @@ func (c *clientConn) afterCommitPoint(ctx context.Context, ac *atomicCommit, b *
 		// is still open (failed) on the commit point.
 		c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: queryMessage("ROLLBACK")})
 	}
-	if err != nil && !hasSQLState(err) {
-		// The answer was lost: whether the commit point committed is in
-		// its decision row.
+	if err != nil {
+		// Whether the commit point committed is in its decision row:
+		// an error does not say it did not (a backend terminated while
+		// its commit waited for the synchronous replica has committed,
+		// and a lost connection says nothing).
 		var derr error
 		committed, derr = c.srv.decide(ctx, ac.commitPoint, c.database, ac.gid)
 		if derr != nil {
