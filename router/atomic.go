@@ -435,10 +435,11 @@ func chained(sql string) bool {
 func (c *clientConn) commitAtomicExtended(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement, scan bool) (bool, error) {
 	ac, err := c.prepareAtomic(ctx)
 	cp := ac.commitPointOr(c.tx.shards)
+	var xid string // the commit point's transaction
 	if err == nil {
 		var b *backendSession
 		if b, err = c.session(ctx, cp, false); err == nil {
-			_, _, err = c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: queryMessage(twophase.RecordCommit(ac.gid))})
+			xid, err = c.quietValue(b, twophase.RecordCommit(ac.gid)+";\nSELECT pg_catalog.pg_current_xact_id()::text")
 		}
 		if err != nil {
 			// No decision is recorded (or recovery's abort is): roll
@@ -465,17 +466,29 @@ func (c *clientConn) commitAtomicExtended(ctx context.Context, r *routed, fronte
 	if ac == nil {
 		return true, xerr
 	}
-	committed := true
-	if failed || xerr != nil {
+	// The client's COMMIT answering COMMIT does not prove that its
+	// transaction committed: had its backend died after the decision
+	// row, the session would run it on a fresh one, which answers COMMIT
+	// (with a warning). The transaction's own status does.
+	committed, known := c.xactCommitted(ctx, cp, xid)
+	if !known {
 		var derr error
 		if committed, derr = c.srv.decide(ctx, cp, c.database, ac.gid); derr != nil {
 			c.srv.startCommitRecovery()
-			c.out = appendWarning(c.out, "the outcome of the commit is unknown: "+derr.Error()+"; recovery will finish the transaction")
+			if !failed {
+				c.out = appendError(c.out, "ERROR", pgerr.New("08007", "shard %s: the outcome of the commit is unknown (%v); recovery will finish the transaction", cp, derr))
+			}
 			return true, xerr
 		}
 	}
 	if warning := c.finishPrepared(ctx, ac, committed); warning != "" {
 		c.out = appendWarning(c.out, warning)
+	}
+	if !committed && !failed {
+		// The COMMIT's answer came from a backend that did not hold the
+		// transaction: say what happened to it.
+		c.out = appendError(c.out, "ERROR", pgerr.New("40000", "shard %s: the transaction was rolled back: its backend was lost before it committed", cp))
+		return true, xerr
 	}
 	return failed, xerr
 }
@@ -506,4 +519,52 @@ func (c *clientConn) clientPrepareRefusal(gid string) error {
 			strings.Join(c.tx.shards, ", "))
 	}
 	return nil
+}
+
+// quietValue runs sql on b, unseen by the client, and returns the first
+// column of its last row, or the first error.
+func (c *clientConn) quietValue(b *backendSession, sql string) (string, error) {
+	var first error
+	value := ""
+	_, err := c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: queryMessage(sql)}, func(chunk []byte, _ bool) error {
+		return backendMessages(chunk, func(typ byte, msg []byte) error {
+			switch typ {
+			case 'E':
+				if first == nil {
+					first = parseError(msg)
+				}
+			case 'D':
+				if row, err := decodeDataRow(msg); err == nil && len(row) > 0 {
+					value = row[0]
+				}
+			}
+			return nil
+		})
+	})
+	if err == nil {
+		err = first
+	}
+	return value, err
+}
+
+// xactCommitted asks the commit point whether its transaction xid
+// committed; known is false when it cannot say for good (it is still in
+// progress: a commit waiting for its synchronous replica on a backend the
+// router lost; or the shard cannot be asked).
+func (c *clientConn) xactCommitted(ctx context.Context, shard, xid string) (committed, known bool) {
+	b, err := c.session(ctx, shard, false)
+	if err != nil {
+		return false, false
+	}
+	status, err := c.quietValue(b, "SELECT pg_catalog.pg_xact_status("+pgwire.QuoteLiteral(xid)+"::xid8)")
+	if err != nil {
+		return false, false
+	}
+	switch status {
+	case "committed":
+		return true, true
+	case "aborted":
+		return false, true
+	}
+	return false, false
 }

@@ -71,10 +71,15 @@ func CommitPoint(gid string) (string, bool) {
 	return shard, err == nil
 }
 
-// RecordCommit is the statement that, run in the commit point's
-// transaction, makes that transaction's commit the global commit.
+// RecordCommit is the statement string that, run in the commit point's
+// transaction, makes that transaction's commit the global commit. It
+// begins with a SAVEPOINT, which fails outside a transaction block: a
+// session whose backend died with the transaction (and that now runs on
+// a fresh one) must not record a decision in a transaction of its own
+// while the writes it stands for are gone.
 func RecordCommit(gid string) string {
-	return "INSERT INTO _tessera.commit_decisions (gid, outcome) VALUES (" + pgwire.QuoteLiteral(gid) + ", 'commit')"
+	return "SAVEPOINT tessera_commit_point;\n" +
+		"INSERT INTO _tessera.commit_decisions (gid, outcome) VALUES (" + pgwire.QuoteLiteral(gid) + ", 'commit')"
 }
 
 // Decide returns a query string, run on the commit point (in gid's
