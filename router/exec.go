@@ -283,6 +283,13 @@ func (c *clientConn) adoptStatus(shard string, st pb.TxStatus) {
 	case pb.TxStatus_IDLE:
 		if c.tx.active && len(c.tx.shards) == 1 && c.tx.shards[0] == shard {
 			c.forgetTx()
+		} else if c.tx.active && len(c.tx.shards) > 1 && c.tx.has(shard) {
+			// The transaction's part on this shard ended under it (its
+			// backend was terminated): nothing more may run there, where
+			// it would run outside the transaction, so the transaction
+			// fails, as a transaction on one Postgres whose connection
+			// died cannot go on.
+			c.tx.failed, c.tx.routerFailed = true, true
 		}
 	}
 }
