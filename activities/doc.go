@@ -21,4 +21,8 @@
 //     worker died runs again elsewhere within seconds;
 //   - errors.go: how failures reach workflows: as Temporal application
 //     errors whose type is the SQLSTATE, retryable or not.
+//
+// For atomic commits across shards (package twophase) it owns
+// prepared.go: ResolvePrepared, the recovery pass that finishes the
+// prepared transactions a router left behind (workflow ResolvePrepared).
 package activities

@@ -56,6 +56,7 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 				starter := &launch.RouterOnlineDDL{Addr: temporalAddr, Namespace: namespace}
 				defer starter.Close()
 				cfg.OnlineDDL = starter
+				cfg.CommitRecovery = starter.StartCommitRecovery
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 			r, err := router.New(cfg)

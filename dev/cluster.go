@@ -289,6 +289,7 @@ func (c *Cluster) startRouter(ctx context.Context) error {
 		// embedded Temporal, whose worker runs them.
 		c.onlineDDL = &launch.RouterOnlineDDL{Addr: c.temporal.FrontendAddr()}
 		cfg.OnlineDDL = c.onlineDDL
+		cfg.CommitRecovery = c.onlineDDL.StartCommitRecovery
 	}
 	r, err := router.New(cfg)
 	if err != nil {

@@ -33,7 +33,10 @@ const (
 // overrides them. Why these values:
 //   - wal_level=logical: MoveTables and Reshard copy with logical
 //     replication; it also covers physical replicas.
-//   - max_prepared_transactions>0: cross-shard commits use two-phase commit.
+//   - max_prepared_transactions = max_connections: cross-shard commits use
+//     two-phase commit, and every backend may have one prepared at once
+//     (a setting of max_connections alone moves it too). Replicas get the
+//     same value, which hot standby requires (at least the primary's).
 //   - hot_standby_feedback: queries on replicas (reads routed there) are not
 //     cancelled by vacuum on the primary.
 //   - wal_keep_size: a replica that was briefly away, or a rewound former
@@ -53,7 +56,7 @@ func defaultSettings() map[string]string {
 		"max_replication_slots":       "16",
 		"hot_standby":                 "on",
 		"hot_standby_feedback":        "on",
-		"max_prepared_transactions":   "64",
+		"max_prepared_transactions":   "200",
 		"max_connections":             "200",
 		"shared_buffers":              "128MB",
 		"work_mem":                    "4MB",
@@ -75,6 +78,9 @@ func (i *Instance) renderConf() []byte {
 	s["cluster_name"] = i.cfg.InstanceID
 	for k, v := range i.cfg.Settings {
 		s[k] = v
+	}
+	if _, set := i.cfg.Settings["max_prepared_transactions"]; !set {
+		s["max_prepared_transactions"] = s["max_connections"]
 	}
 	s["listen_addresses"] = i.cfg.Host
 	s["port"] = strconv.Itoa(i.cfg.Port)

@@ -73,7 +73,7 @@ func TestPrimaryLifecycle(t *testing.T) {
 	for sql, want := range map[string]string{
 		"SHOW wal_level":                 "logical",
 		"SHOW data_checksums":            "on",
-		"SHOW max_prepared_transactions": "64",
+		"SHOW max_prepared_transactions": "50", // follows max_connections
 		"SHOW hot_standby_feedback":      "on",
 		"SHOW unix_socket_permissions":   "0700",
 		"SHOW server_encoding":           "UTF8",

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"log/slog"
@@ -54,6 +55,11 @@ type Config struct {
 	// ask for with tessera.ddl_strategy (ddlstrategy.go); without it
 	// those sessions' schema changes are refused.
 	OnlineDDL OnlineDDL
+	// CommitRecovery, when set, asks the control plane to resolve the
+	// prepared transactions of atomic commits now (the router lost a
+	// participant mid-commit; atomic.go). Without it the scheduled
+	// recovery does, later.
+	CommitRecovery func(context.Context) error
 	// Buffer bounds query buffering during primary changes (buffer.go).
 	Buffer BufferConfig
 	Logger *slog.Logger

@@ -22,7 +22,8 @@
 // prepared statements under the client's names), route.go and routed.go
 // (from a plan to targets), exec.go (running a statement on one, several or all
 // shards), forward.go (passing answers through, merging scatter answers),
-// txn.go (transactions), follow.go (the relations and cursors a session
+// txn.go (transactions), atomic.go (their two-phase commit across
+// shards, package twophase), follow.go (the relations and cursors a session
 // made, and where they are), settings.go (SET/SHOW and Tessera's settings),
 // copy.go (COPY FROM STDIN), schema.go (shard-key column types),
 // buffer.go and signal.go (holding statements while a shard's primary

@@ -37,7 +37,18 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 		c.failTx()
 		return true, nil
 	}
-	failed, err := c.dispatch(ctx, r, frontend, prepared, scan)
+	var failed bool
+	var err error
+	if c.implicitAtomic(r) {
+		failed, err = c.scatterAtomic(ctx, r, frontend, prepared, scan)
+	} else {
+		failed, err = c.dispatch(ctx, r, frontend, prepared, scan)
+	}
+	if c.tx.active && r.kind == kindRegular && !r.autocommit {
+		// Not a plain read: it may have written where it ran, even when
+		// it failed (a savepoint may keep what it did before).
+		c.tx.noteWrites(r.shards)
+	}
 	// DDL may have changed the schema or who can log in, on one shard as
 	// on every shard (a one-shard topology runs it on one), and even when
 	// a shard refused it after others ran it.
@@ -269,6 +280,13 @@ func (c *clientConn) adoptStatus(shard string, st pb.TxStatus) {
 	case pb.TxStatus_IDLE:
 		if c.tx.active && len(c.tx.shards) == 1 && c.tx.shards[0] == shard {
 			c.forgetTx()
+		} else if c.tx.active && len(c.tx.shards) > 1 && c.tx.has(shard) {
+			// The transaction's part on this shard ended under it (its
+			// backend was terminated): nothing more may run there, where
+			// it would run outside the transaction, so the transaction
+			// fails, as a transaction on one Postgres whose connection
+			// died cannot go on.
+			c.tx.failed, c.tx.routerFailed = true, true
 		}
 	}
 }

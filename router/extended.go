@@ -698,6 +698,9 @@ func (c *clientConn) runSegment(r *routed, frontend []byte, prepared []*pb.Prepa
 	if r.kind != kindCommit && r.kind != kindRollback {
 		return c.onTxShards(ctx, r, frontend, prepared)
 	}
+	if r.kind == kindCommit && c.needsAtomicCommit() {
+		return c.commitAtomicExtended(ctx, r, frontend, prepared, scan)
+	}
 	if r.kind == kindCommit && c.tx.failed && (c.tx.routerFailed || len(c.tx.shards) > 1) {
 		// The client's COMMIT must not commit the first shard's part if
 		// the transaction failed elsewhere (or in the router): it fails

@@ -285,10 +285,21 @@ func (c *clientConn) splitInsert(ctx context.Context, r *routed, frontend []byte
 }
 
 // endImplicit commits or rolls back the transaction the router opened
-// around a split INSERT on every shard it reached, and forgets it. A
-// commit stops at the first shard that fails, naming those already
-// committed.
+// around a split INSERT (or a scatter write) on every shard it reached,
+// and forgets it. Over several shards the commit is atomic unless
+// tessera.commit is best_effort, which stops at the first shard that
+// fails, naming those already committed.
 func (c *clientConn) endImplicit(commit bool) error {
+	if commit && c.settings.atomicCommit() && len(c.tx.shards) > 1 {
+		// Every shard it reached wrote: an atomic commit (atomic.go).
+		c.tx.wrote = c.tx.shards
+		warning, err := c.commitAtomicSimple(context.Background())
+		c.tx = txState{}
+		if warning != "" {
+			c.out = appendWarning(c.out, warning)
+		}
+		return err
+	}
 	sql := "ROLLBACK"
 	if commit {
 		sql = "COMMIT"

@@ -151,6 +151,8 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 			r.kind = kindRollback
 		case planner.Savepoint, planner.Release, planner.RollbackTo, planner.SetTransaction:
 			r.kind, r.rollbackTo = kindTxOther, st.Transaction == planner.RollbackTo
+		case planner.PrepareTransaction:
+			r.err = c.clientPrepareRefusal(st.Name)
 		}
 		if r.kind != kindTxOther {
 			return r

@@ -41,6 +41,7 @@ type Server struct {
 	mockSaltKey []byte
 	planner     *planner.Planner
 	schema      *schemaCache
+	commits     commitCoordinator // atomic commits (atomic.go)
 
 	// single caches, per topology revision, the topology's one shard
 	// when it has exactly one.

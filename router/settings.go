@@ -21,6 +21,9 @@ type sessionSettings struct {
 	startup []*pb.Setting
 
 	txMode string // tessera.tx_mode: "multi" (default) or "single"
+	// commit: tessera.commit, "atomic" (two-phase commit across shards,
+	// the default) or "best_effort" (shard after shard; atomic.go).
+	commit string
 	fanout string // tessera.fanout: "scatter" (default), "multi" or "single"
 	target string // tessera.target: "primary" (default) or "replica"
 	// ddlStrategy: tessera.ddl_strategy, "direct" (default), "online" or
@@ -96,6 +99,11 @@ func (s *sessionSettings) setTessera(name, value string) error {
 			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.tx_mode": %q (single or multi)`, value)
 		}
 		s.txMode = value
+	case "tessera.commit":
+		if value != commitAtomic && value != commitBestEffort && value != "default" {
+			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.commit": %q (atomic or best_effort)`, value)
+		}
+		s.commit = value
 	case "tessera.fanout":
 		if value != "single" && value != "multi" && value != "scatter" && value != "default" {
 			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.fanout": %q (single, multi or scatter)`, value)
@@ -139,6 +147,8 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 	switch strings.ToLower(name) {
 	case "tessera.tx_mode":
 		return pick(s.txMode, "multi"), nil
+	case "tessera.commit":
+		return pick(s.commit, commitAtomic), nil
 	case "tessera.fanout":
 		return pick(s.fanout, "scatter"), nil
 	case "tessera.target":
@@ -152,6 +162,10 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 }
 
 func (s *sessionSettings) replica() bool { return s.target == "replica" }
+
+// atomicCommit reports whether a transaction that wrote on several shards
+// commits with two-phase commit (tessera.commit).
+func (s *sessionSettings) atomicCommit() bool { return s.commit != commitBestEffort }
 
 // onlineDDL reports whether schema changes of one table start OnlineDDL
 // migrations.

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/tesseradb/tessera/pgerr"
@@ -12,8 +13,10 @@ import (
 // txState is the client's transaction as the router sees it. A BEGIN is
 // not sent anywhere until the first statement picks a shard; each shard
 // the transaction reaches gets the same BEGIN first. A transaction on one
-// shard is an ordinary Postgres transaction; on several it commits on each
-// in turn (not atomically), unless tessera.tx_mode is single.
+// shard is an ordinary Postgres transaction; one that wrote on several
+// commits with two-phase commit (atomic.go) unless tessera.commit is
+// best_effort, which commits on each in turn; tessera.tx_mode single
+// refuses a second shard.
 type txState struct {
 	active bool
 	failed bool
@@ -23,6 +26,10 @@ type txState struct {
 	routerFailed bool
 	begin        string   // the BEGIN statement to replay on each shard
 	shards       []string // shards with the transaction open, in order joined
+	// wrote are the shards of the transaction where a statement other
+	// than a plain read ran, in order: with two or more, COMMIT is a
+	// two-phase commit under tessera.commit atomic (atomic.go).
+	wrote []string
 	// scoped are the statements that shaped the transaction on every
 	// shard it has (SAVEPOINT, RELEASE, ROLLBACK TO, SET LOCAL), in
 	// order: a shard that joins later runs them after its BEGIN, so that
@@ -52,6 +59,16 @@ func (t *txState) has(shard string) bool {
 		}
 	}
 	return false
+}
+
+// noteWrites records that a statement that may write ran on those of
+// shards the transaction has.
+func (t *txState) noteWrites(shards []string) {
+	for _, s := range shards {
+		if t.has(s) && !slices.Contains(t.wrote, s) {
+			t.wrote = append(t.wrote, s)
+		}
+	}
 }
 
 // status is the transaction status ReadyForQuery reports.
@@ -141,23 +158,26 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 		// back. The shards that did not fail (the router failed it, or
 		// another shard did) would commit: each gets ROLLBACK instead.
 		commit = false
-		u := strings.ToUpper(sql)
+		chain := chained(sql)
 		sql = "ROLLBACK"
-		if strings.Contains(u, "AND CHAIN") && !strings.Contains(u, "NO CHAIN") {
+		if chain {
 			sql += " AND CHAIN"
 		}
+	}
+	if commit && c.needsAtomicCommit() {
+		return c.endAtomic(ctx, sql)
 	}
 	q := queryMessage(sql)
 	var done []string
 	var firstErr error
 	tag := ""
-	chained := true // COMMIT AND CHAIN leaves every shard in a new transaction
+	stillOpen := true // COMMIT AND CHAIN leaves every shard in a new transaction
 	for _, shard := range c.tx.shards {
 		b, err := c.session(ctx, shard, c.tx.replica)
 		if err == nil {
 			var res sidecar.Result
 			res, tag, err = c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q})
-			chained = chained && err == nil && res.TxStatus == pb.TxStatus_IN_TRANSACTION
+			stillOpen = stillOpen && err == nil && res.TxStatus == pb.TxStatus_IN_TRANSACTION
 		}
 		if err != nil && firstErr == nil {
 			firstErr = err
@@ -171,7 +191,7 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 		done = append(done, shard)
 	}
 	restore := c.tx.settings
-	if chained && firstErr == nil && len(c.tx.shards) > 0 {
+	if stillOpen && firstErr == nil && len(c.tx.shards) > 0 {
 		c.tx.failed = false
 		c.out = appendCommandComplete(c.out, tag)
 		return nil
@@ -191,6 +211,30 @@ func (c *clientConn) endTx(ctx context.Context, sql string, commit bool) error {
 		}
 	}
 	c.out = appendCommandComplete(c.out, tag)
+	return nil
+}
+
+// endAtomic answers a client's COMMIT (sql) of a transaction that wrote
+// on several shards with a two-phase commit (atomic.go); AND CHAIN opens
+// the next transaction as its BEGIN did.
+func (c *clientConn) endAtomic(ctx context.Context, sql string) error {
+	begin, replica, saved := c.tx.begin, c.tx.replica, c.tx.settings
+	warning, err := c.commitAtomicSimple(ctx)
+	c.forgetTx()
+	if err != nil {
+		if saved != nil {
+			// Settings changed in a rolled-back transaction revert.
+			c.settings.list = saved.list
+		}
+		return err
+	}
+	if warning != "" {
+		c.out = appendWarning(c.out, warning)
+	}
+	if chained(sql) {
+		c.tx = txState{active: true, begin: begin, settings: saved, replica: replica}
+	}
+	c.out = appendCommandComplete(c.out, "COMMIT")
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/tesseradb/tessera/replicator/actions"
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/workflows"
+	"github.com/tesseradb/tessera/workflows/launch"
 )
 
 // Config configures a worker; Start validates it.
@@ -161,6 +162,11 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	if err := w.worker.Start(); err != nil {
 		w.worker = nil
 		return nil, fmt.Errorf("starting the Temporal worker: %w", err)
+	}
+	// Atomic commits' recovery runs on a schedule (workflows/commitrecovery.go);
+	// every worker makes sure it exists.
+	if err := launch.EnsureCommitRecoverySchedule(ctx, w.temporal, workflows.TaskQueue); err != nil {
+		return nil, fmt.Errorf("creating the commit recovery schedule: %w", err)
 	}
 	w.reg, err = w.store.Register(ctx, store.Record{Kind: store.KindWorker, ID: cfg.ID, Addr: cfg.TemporalAddr}, registrationTTL)
 	if err != nil {

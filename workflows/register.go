@@ -26,6 +26,7 @@ func Register(r worker.Registry, a *activities.Activities) {
 	// registered by the worker too.
 	r.RegisterWorkflowWithOptions(OnlineDDL, workflow.RegisterOptions{Name: OnlineDDLName})
 	r.RegisterWorkflowWithOptions(SchemaCheck, workflow.RegisterOptions{Name: SchemaCheckName})
+	r.RegisterWorkflowWithOptions(ResolvePrepared, workflow.RegisterOptions{Name: ResolvePreparedName})
 	for name, fn := range map[string]any{
 		"InspectShard":      a.InspectShard,
 		"DrainTransactions": a.DrainTransactions,
@@ -43,6 +44,7 @@ func Register(r worker.Registry, a *activities.Activities) {
 		"ApplyDurability":   a.ApplyDurability,
 		"BeginOperation":    a.BeginOperation,
 		"EndOperation":      a.EndOperation,
+		"ResolvePrepared":   a.ResolvePrepared,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
