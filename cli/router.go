@@ -20,6 +20,7 @@ func newRouterCommand() *cobra.Command {
 	var flags clusterFlags
 	var cfg router.Config
 	var debugAddr, temporalAddr, namespace string
+	var drainGrace time.Duration
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a router: the Postgres endpoint clients connect to",
@@ -67,7 +68,11 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "router listening on %s\n", r.Addr())
 			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			// SIGTERM drains: sessions end between statements, open
+			// transactions get the grace period (docs/operations.md).
+			dctx := context.WithoutCancel(ctx)
+			r.Drain(dctx, drainGrace)
+			sctx, cancel := context.WithTimeout(dctx, 10*time.Second)
 			defer cancel()
 			r.Stop(sctx)
 			return nil
@@ -83,6 +88,8 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 	cmd.Flags().StringVar(&temporalAddr, "temporal", os.Getenv("TESSERA_TEMPORAL"),
 		"Temporal frontend host:port where tessera.ddl_strategy starts OnlineDDL migrations (env TESSERA_TEMPORAL; without it they are refused)")
 	cmd.Flags().StringVar(&namespace, "namespace", envOr("TESSERA_NAMESPACE", "default"), "Temporal namespace (env TESSERA_NAMESPACE)")
+	cmd.Flags().DurationVar(&drainGrace, "drain-grace", 30*time.Second,
+		"on SIGTERM or Ctrl-C, how long running statements and open transactions have to finish before their sessions are ended (57P01)")
 	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)
 	debugFlag(cmd, &debugAddr)
 	return cmd

@@ -41,6 +41,9 @@ func (c *clientConn) admit(ctx context.Context) bool {
 		// (perhaps after SSL) can read the error.
 		err = errTooManyClients
 	}
+	if err == nil && c.srv.draining.Load() {
+		err = errShuttingDown
+	}
 	if err == nil {
 		c.admission.method, err = c.checkHBA()
 	}

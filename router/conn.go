@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tesseradb/tessera/pgerr"
@@ -86,6 +87,8 @@ type clientConn struct {
 	cancelToken string
 	runMu       sync.Mutex
 	runningOn   *backendSession
+	// idle is where the goroutine waits, for Drain (drain.go).
+	idle atomic.Int32
 }
 
 // backendSession is the client session's stream to one instance.
@@ -129,17 +132,26 @@ func (c *clientConn) serve() {
 		c.fatal(err)
 		return
 	}
+	atStatementEnd := true
 	for {
+		if err := c.waitForMessage(atStatementEnd); err != nil {
+			c.fatal(err)
+			return
+		}
 		if err := c.flush(); err != nil {
 			return
 		}
 		typ, msg, err := c.rd.next()
+		if !c.messageArrived() {
+			return
+		}
 		if err != nil {
 			if !isDisconnect(err) {
 				c.fatal(err)
 			}
 			return
 		}
+		atStatementEnd = typ == 'Q' || typ == 'S'
 		if err := c.handle(typ, msg); err != nil {
 			if errors.Is(err, errTerminate) {
 				return

@@ -54,6 +54,9 @@ type Server struct {
 	roleConns map[string]int
 	cancels   map[uint32]*clientConn // by BackendKeyData process id
 	closing   bool
+	// draining and graceOver: Drain has begun, and its grace period
+	// is over (drain.go).
+	draining, graceOver atomic.Bool
 
 	reg *store.Registration
 	// record is what reg keeps in etcd; only reportRevision changes it
