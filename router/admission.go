@@ -42,6 +42,7 @@ func (c *clientConn) admit(ctx context.Context) bool {
 		err = errTooManyClients
 	}
 	if err == nil && c.srv.draining.Load() {
+		c.srv.metrics.refused.Inc()
 		err = errShuttingDown
 	}
 	if err == nil {

@@ -23,7 +23,7 @@ import (
 
 var (
 	// cannot_connect_now and admin_shutdown, as Postgres says them.
-	errShuttingDown = pgerr.New("57P03", "the database system is shutting down")
+	errShuttingDown  = pgerr.New("57P03", "the database system is shutting down")
 	errAdminShutdown = pgerr.New("57P01", "terminating connection due to administrator command")
 )
 
@@ -33,11 +33,11 @@ const drainTick = 100 * time.Millisecond
 
 // Where a connection's goroutine is, as Drain sees it (clientConn.idle).
 const (
-	connBusy       int32 = iota // handling a message, or between messages of a batch
-	connIdle                    // waiting for a statement, outside a transaction
-	connIdleSeen                // idle, and Drain saw it so on its last tick
-	connIdleInTx                // waiting for the next statement of a transaction
-	connDrainClosed             // Drain closed it while it waited
+	connBusy        int32 = iota // handling a message, or between messages of a batch
+	connIdle                     // waiting for a statement, outside a transaction
+	connIdleSeen                 // idle, and Drain saw it so on its last tick
+	connIdleInTx                 // waiting for the next statement of a transaction
+	connDrainClosed              // Drain closed it while it waited
 )
 
 // Drain stops the router the way a rolling restart needs: out of

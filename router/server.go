@@ -41,6 +41,10 @@ type Server struct {
 	mockSaltKey []byte
 	planner     *planner.Planner
 	schema      *schemaCache
+	// metrics and queryStats: Prometheus metrics and query insights
+	// (metrics.go, querystats.go).
+	metrics    *routerMetrics
+	queryStats *queryStats
 
 	// single caches, per topology revision, the topology's one shard
 	// when it has exactly one.
@@ -101,6 +105,8 @@ func New(cfg Config) (*Server, error) {
 	s.roles = roleCache{ttl: cfg.RoleCacheTTL, fetch: s.fetchRoles}
 	s.mockSaltKey = mockSaltKey(cfg.Secret)
 	s.schema = newSchemaCache(s)
+	s.queryStats = newQueryStats(cfg.QueryStatsSize)
+	s.metrics = newRouterMetrics(s)
 	return s, nil
 }
 
