@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -21,6 +20,7 @@ func newRouterCommand() *cobra.Command {
 	var cfg router.Config
 	var debugAddr, temporalAddr, namespace string
 	var drainGrace time.Duration
+	var metricsAddr, logLevel string
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a router: the Postgres endpoint clients connect to",
@@ -41,6 +41,11 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 					return fmt.Errorf("router host-based rules: %w", err)
 				}
 			}
+			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
 			if err := serveDebug(debugAddr); err != nil {
 				return err
 			}
@@ -58,8 +63,11 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 				defer starter.Close()
 				cfg.OnlineDDL = starter
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 			r, err := router.New(cfg)
+			if err != nil {
+				return err
+			}
+			served, err := serveMetrics(metricsAddr, r.Registry())
 			if err != nil {
 				return err
 			}
@@ -67,6 +75,9 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "router listening on %s\n", r.Addr())
+			if served != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "router metrics on http://%s/metrics\n", served)
+			}
 			<-ctx.Done()
 			// SIGTERM drains: sessions end between statements, open
 			// transactions get the grace period (docs/operations.md).
@@ -91,6 +102,8 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 	cmd.Flags().DurationVar(&drainGrace, "drain-grace", 30*time.Second,
 		"on SIGTERM or Ctrl-C, how long running statements and open transactions have to finish before their sessions are ended (57P01)")
 	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)
+	metricsFlag(cmd, &metricsAddr)
+	logLevelFlag(cmd, &logLevel)
 	debugFlag(cmd, &debugAddr)
 	return cmd
 }

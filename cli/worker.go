@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,7 +14,7 @@ func newWorkerCommand() *cobra.Command {
 	var flags clusterFlags
 	var tflags temporalFlags
 	var cfg worker.Config
-	var debugAddr string
+	var debugAddr, logLevel string
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a Temporal worker for Tessera's operations, with an admin",
@@ -46,7 +45,9 @@ workers as you like against one cluster.`,
 				return err
 			}
 			cfg.TemporalAddr, cfg.Namespace = tflags.address(), tflags.namespace
-			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			if cfg.Logger, err = newLogger(cmd.ErrOrStderr(), logLevel); err != nil {
+				return err
+			}
 			return worker.Run(ctx, cfg)
 		},
 	}
@@ -59,6 +60,7 @@ workers as you like against one cluster.`,
 	f.StringVar(&cfg.ReplicatorUser, "replicator-user", "postgres", "Postgres user the Replicator's activities (Reshard) connect to shard primaries as")
 	f.StringVar(&cfg.ReplicatorPasswordFile, "replicator-password-file", os.Getenv("TESSERA_REPLICATOR_PASSWORD_FILE"),
 		"file holding that user's password (env TESSERA_REPLICATOR_PASSWORD_FILE); without it Reshard fails at its first step")
+	logLevelFlag(cmd, &logLevel)
 	debugFlag(cmd, &debugAddr)
 	return cmd
 }
