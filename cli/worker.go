@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/tesseradb/tessera/worker"
@@ -14,7 +16,7 @@ func newWorkerCommand() *cobra.Command {
 	var flags clusterFlags
 	var tflags temporalFlags
 	var cfg worker.Config
-	var debugAddr, logLevel string
+	var debugAddr, logLevel, metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a Temporal worker for Tessera's operations, with an admin",
@@ -48,6 +50,15 @@ workers as you like against one cluster.`,
 			if cfg.Logger, err = newLogger(cmd.ErrOrStderr(), logLevel); err != nil {
 				return err
 			}
+			reg := prometheus.NewRegistry()
+			cfg.Metrics = reg
+			served, err := serveMetrics(metricsAddr, reg)
+			if err != nil {
+				return err
+			}
+			if served != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "worker metrics on http://%s/metrics\n", served)
+			}
 			return worker.Run(ctx, cfg)
 		},
 	}
@@ -61,6 +72,7 @@ workers as you like against one cluster.`,
 	f.StringVar(&cfg.ReplicatorPasswordFile, "replicator-password-file", os.Getenv("TESSERA_REPLICATOR_PASSWORD_FILE"),
 		"file holding that user's password (env TESSERA_REPLICATOR_PASSWORD_FILE); without it Reshard fails at its first step")
 	logLevelFlag(cmd, &logLevel)
+	metricsFlag(cmd, &metricsAddr)
 	debugFlag(cmd, &debugAddr)
 	return cmd
 }
