@@ -19,15 +19,15 @@ type poolCounters struct {
 
 var (
 	poolOpenDesc = prometheus.NewDesc("tessera_sidecar_pool_connections",
-		"Connections the pool has open to Postgres (idle, in use or being dialled).", []string{"database", "user"}, nil)
+		"Connections the pool has open to Postgres (idle, in use or being dialled).", []string{"shard", "instance", "database", "user"}, nil)
 	poolIdleDesc = prometheus.NewDesc("tessera_sidecar_pool_idle_connections",
-		"Connections idle in the pool.", []string{"database", "user"}, nil)
+		"Connections idle in the pool.", []string{"shard", "instance", "database", "user"}, nil)
 	poolWaitingDesc = prometheus.NewDesc("tessera_sidecar_pool_waiting",
-		"Requests waiting for a connection now.", []string{"database", "user"}, nil)
+		"Requests waiting for a connection now.", []string{"shard", "instance", "database", "user"}, nil)
 	poolWaitsDesc = prometheus.NewDesc("tessera_sidecar_pool_waits_total",
-		"Requests that had to wait for a connection: the pool was at capacity.", []string{"database", "user"}, nil)
+		"Requests that had to wait for a connection: the pool was at capacity.", []string{"shard", "instance", "database", "user"}, nil)
 	poolTimeoutsDesc = prometheus.NewDesc("tessera_sidecar_pool_timeouts_total",
-		"Requests refused (53300) after waiting the pool's MaxWait.", []string{"database", "user"}, nil)
+		"Requests refused (53300) after waiting the pool's MaxWait.", []string{"shard", "instance", "database", "user"}, nil)
 	lagBytesDesc = prometheus.NewDesc("tessera_sidecar_replication_lag_bytes",
 		"WAL a replica has received but not replayed (0 on a primary).", []string{"shard", "instance"}, nil)
 	lagSecondsDesc = prometheus.NewDesc("tessera_sidecar_replication_replay_lag_seconds",
@@ -47,15 +47,16 @@ func (c sidecarCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c sidecarCollector) Collect(ch chan<- prometheus.Metric) {
+	shard, inst := c.s.cfg.ShardUID, c.s.cfg.InstanceID
 	for _, p := range c.s.pools.all() {
 		p.mu.Lock()
 		open, idle, waiting := p.open, len(p.idle), len(p.waiters)
 		p.mu.Unlock()
-		ch <- prometheus.MustNewConstMetric(poolOpenDesc, prometheus.GaugeValue, float64(open), p.database, p.user)
-		ch <- prometheus.MustNewConstMetric(poolIdleDesc, prometheus.GaugeValue, float64(idle), p.database, p.user)
-		ch <- prometheus.MustNewConstMetric(poolWaitingDesc, prometheus.GaugeValue, float64(waiting), p.database, p.user)
-		ch <- prometheus.MustNewConstMetric(poolWaitsDesc, prometheus.CounterValue, float64(p.counters.waits.Load()), p.database, p.user)
-		ch <- prometheus.MustNewConstMetric(poolTimeoutsDesc, prometheus.CounterValue, float64(p.counters.timeouts.Load()), p.database, p.user)
+		ch <- prometheus.MustNewConstMetric(poolOpenDesc, prometheus.GaugeValue, float64(open), shard, inst, p.database, p.user)
+		ch <- prometheus.MustNewConstMetric(poolIdleDesc, prometheus.GaugeValue, float64(idle), shard, inst, p.database, p.user)
+		ch <- prometheus.MustNewConstMetric(poolWaitingDesc, prometheus.GaugeValue, float64(waiting), shard, inst, p.database, p.user)
+		ch <- prometheus.MustNewConstMetric(poolWaitsDesc, prometheus.CounterValue, float64(p.counters.waits.Load()), shard, inst, p.database, p.user)
+		ch <- prometheus.MustNewConstMetric(poolTimeoutsDesc, prometheus.CounterValue, float64(p.counters.timeouts.Load()), shard, inst, p.database, p.user)
 	}
 	c.s.health.mu.Lock()
 	st := c.s.health.current
@@ -63,7 +64,6 @@ func (c sidecarCollector) Collect(ch chan<- prometheus.Metric) {
 	if st == nil {
 		return
 	}
-	shard, inst := c.s.cfg.ShardUID, c.s.cfg.InstanceID
 	ch <- prometheus.MustNewConstMetric(lagBytesDesc, prometheus.GaugeValue, float64(st.LagBytes), shard, inst)
 	ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, float64(st.ReplayLagMs)/1000, shard, inst)
 	serving := 0.0

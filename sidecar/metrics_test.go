@@ -1,10 +1,10 @@
 package sidecar_test
 
 import (
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,13 +34,14 @@ func TestPoolMetrics(t *testing.T) {
 	}
 	body := scrape()
 	for _, want := range []string{
-		`tessera_sidecar_pool_connections{database="postgres",user="postgres"} 1`,
-		`tessera_sidecar_pool_idle_connections{database="postgres",user="postgres"} 0`,
-		`tessera_sidecar_pool_waits_total{database="postgres",user="postgres"} 1`,
-		`tessera_sidecar_pool_timeouts_total{database="postgres",user="postgres"} 1`,
+		`tessera_sidecar_pool_connections{database="postgres",instance="%s",shard="%s",user="postgres"} 1`,
+		`tessera_sidecar_pool_idle_connections{database="postgres",instance="%s",shard="%s",user="postgres"} 0`,
+		`tessera_sidecar_pool_waits_total{database="postgres",instance="%s",shard="%s",user="postgres"} 1`,
+		`tessera_sidecar_pool_timeouts_total{database="postgres",instance="%s",shard="%s",user="postgres"} 1`,
 	} {
-		if !strings.Contains(body, want+"\n") {
-			t.Errorf("/metrics has no line %q:\n%s", want, body)
+		line := regexp.MustCompile("(?m)^" + fmt.Sprintf(regexp.QuoteMeta(want), `[^"]*`, `[^"]*`) + "$")
+		if !line.MatchString(body) {
+			t.Errorf("/metrics has no line %s:\n%s", line, body)
 		}
 	}
 	query(t, a, pb.Mode_STATEMENT, "COMMIT")
