@@ -18,8 +18,8 @@ import (
 type stmtStat struct {
 	start time.Time
 	kind  planner.Kind
-	// text is the first prepared statement the batch bound (its
-	// parameters are $n already); a Query's text is normalized instead.
+	// text is the first prepared statement the batch bound; a Query's
+	// own text is used instead.
 	text      string
 	shards    int
 	lastShard string
@@ -39,6 +39,10 @@ type stmtStat struct {
 	memo       map[string]string
 	outScanned int
 }
+
+// unnormalizedText stands in tessera.query_stats for every statement whose
+// text the plan cache's scanner does not model.
+const unnormalizedText = "<statement not normalized>"
 
 // memoSize bounds a session's memo of normalized Query texts.
 const memoSize = 256
@@ -172,26 +176,44 @@ func (c *clientConn) statementEnds(query []byte) {
 	if st.sqlstate != "" {
 		m.errors.WithLabelValues(st.sqlstate).Inc()
 	}
-	text := st.text
-	if query != nil {
-		text = c.normalized(query)
+	var text string
+	if (query != nil || st.text != "") && !st.insights {
+		text = c.normalized(query, st.text)
 	}
-	if text != "" && !st.insights {
+	if text != "" {
 		c.srv.queryStats.record(c.database, text, elapsed, st.rows, st.shards)
 	}
 	*st = stmtStat{counters: st.counters, memo: st.memo, outScanned: st.outScanned}
 }
 
-// normalized is a Query text as query insights group it, remembered per
-// session: a session tends to send the same few texts.
-func (c *clientConn) normalized(query []byte) string {
-	if s, ok := c.stat.memo[string(query)]; ok {
+// normalized is a statement's text as query insights group it,
+// remembered per session: a session tends to send the same few texts.
+// A prepared statement's text is normalized too: a driver may send
+// literals by the extended protocol.
+func (c *clientConn) normalized(query []byte, prepared string) string {
+	var s string
+	var ok bool
+	if query != nil {
+		s, ok = c.stat.memo[string(query)]
+	} else {
+		s, ok = c.stat.memo[prepared]
+	}
+	if ok {
 		return s
+	}
+	text := prepared
+	if query != nil {
+		text = string(query)
+	}
+	s, ok = planner.Normalize(text)
+	if !ok {
+		// Its literals could not be removed: kept under one text, so
+		// that no value reaches the view.
+		s = unnormalizedText
 	}
 	if c.stat.memo == nil || len(c.stat.memo) >= memoSize {
 		c.stat.memo = map[string]string{}
 	}
-	s := planner.Normalize(string(query))
-	c.stat.memo[string(query)] = s
+	c.stat.memo[text] = s
 	return s
 }

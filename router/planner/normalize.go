@@ -5,14 +5,15 @@ import "strconv"
 // Normalize returns sql as query insights group it: the plan cache's shape
 // (comments dropped, whitespace runs made one space) with each literal
 // written $1, $2, ... in order, as pg_stat_statements shows statements.
-// Text the scanner does not model is returned as it came. It scans, it
-// does not parse.
-func Normalize(sql string) string {
+// False: the scanner does not model some of the text, so its literals
+// (a password, say) cannot be told apart and nothing is returned. It
+// scans, it does not parse.
+func Normalize(sql string) (string, bool) {
 	sc := scans.Get().(*scan)
 	defer scans.Put(sc)
 	sc.run(sql)
 	if sc.odd {
-		return sql
+		return "", false
 	}
 	out := make([]byte, 0, len(sc.shape)+8)
 	n := 0
@@ -26,5 +27,5 @@ func Normalize(sql string) string {
 		}
 		out = append(out, sc.shape[i])
 	}
-	return string(out)
+	return string(out), true
 }
