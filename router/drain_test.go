@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,9 +165,10 @@ func TestDrainGraceOver(t *testing.T) {
 // TestRollingRestart restarts both of two routers in turn under load from
 // clients that reconnect (to whichever router answers) and check their
 // connection before each transaction, as pgxpool does: no transaction
-// fails, and every one that committed is there exactly once.
+// fails, and every one that committed is there exactly once. Not
+// parallel: its clients keep both cores busy, which would stretch the
+// timing of the package's other tests.
 func TestRollingRestart(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	setupConn := connect(t, "postgres")
 	if _, err := setupConn.Exec(ctx, "DROP TABLE IF EXISTS rolling_log; CREATE TABLE rolling_log (client int, seq int, PRIMARY KEY (client, seq))"); err != nil {
@@ -268,4 +271,58 @@ func TestRollingRestart(t *testing.T) {
 		t.Fatalf("rows %d, committed transactions %d", rows, committed.Load())
 	}
 	t.Logf("%d transactions committed by %d clients across two rolling restarts, %d connections", rows, clients, reconnects.Load())
+}
+
+// lockedBuffer is a log destination several goroutines write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestLogsHoldNoSecrets: at debug level, a router's logs of sessions,
+// a failing statement and a drain hold neither the cluster secret nor a
+// row value.
+func TestLogsHoldNoSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var logs lockedBuffer
+	r, err := router.New(router.Config{ListenAddr: "127.0.0.1:0", Store: cluster.Store(), Secret: cluster.Secret(),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	conn := connectTo(t, postgresAt(r.Addr()))
+	const value = "row-value-8842"
+	if _, err := conn.Exec(ctx, "SELECT '"+value+"'::text"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT '"+value+"'::int"); err == nil {
+		t.Fatal("a bad cast succeeded")
+	}
+	r.Drain(ctx, time.Second)
+	out := logs.String()
+	if !strings.Contains(out, "router draining") {
+		t.Fatalf("the router logged nothing of its drain:\n%s", out)
+	}
+	for _, secret := range []string{cluster.Secret(), value} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the logs hold %q:\n%s", secret, out)
+		}
+	}
 }
