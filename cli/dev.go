@@ -21,7 +21,7 @@ func newDevCommand(opts Options) *cobra.Command {
 	var cfg dev.Config
 	var printJSON, verbose bool
 	withTemporal := true
-	var debugAddr string
+	var debugAddr, metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a whole local cluster on 127.0.0.1 until Ctrl-C",
@@ -57,6 +57,14 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 			}
 			info := cluster.Info()
 			printSummary(cmd.ErrOrStderr(), info, cfg.Password, cfg.Temporal != nil)
+			// Metrics on a known port, or another free one if it is taken.
+			served, err := serveMetrics(metricsAddr, cluster.Metrics())
+			if err != nil {
+				served, err = serveMetrics("127.0.0.1:0", cluster.Metrics())
+			}
+			if err == nil && served != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "  metrics     http://%s/metrics (router, sidecars, worker)\n", served)
+			}
 			if printJSON {
 				data, _ := json.Marshal(info)
 				fmt.Fprintln(cmd.OutOrStdout(), string(data))
@@ -91,6 +99,7 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 	f.StringVar(&cfg.BinDir, "pg-bindir", "", "directory of the Postgres server binaries (default: discovered)")
 	f.BoolVar(&printJSON, "print-json", false, "print cluster.json on stdout once the cluster is up, for scripts")
 	f.BoolVar(&verbose, "verbose", false, "log what every component does")
+	f.StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9187", "serve the router's, sidecars' and worker's Prometheus metrics at http://ADDR/metrics (another free port if taken; empty: none)")
 	debugFlag(cmd, &debugAddr)
 	return cmd
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,6 +76,7 @@ func TestDevStatusAndShardCreate(t *testing.T) {
 	if !strings.Contains(errOut.String(), "shard-0") || !strings.Contains(errOut.String(), "cluster.json") {
 		t.Errorf("summary lacks the addresses:\n%s", errOut.String())
 	}
+	checkDevMetrics(t, errOut.String())
 
 	stdout, stderr, code := tessera(t, "status", "--data", data, "--json")
 	var report statusReport
@@ -156,4 +159,26 @@ func postgresProcesses(dir string) []string {
 		}
 	}
 	return out
+}
+
+// checkDevMetrics scrapes the /metrics address tessera dev printed: the
+// router's and the sidecar's metrics are there (this cluster runs no
+// Temporal, so no worker).
+func checkDevMetrics(t *testing.T, summary string) {
+	t.Helper()
+	m := regexp.MustCompile(`metrics +(http://\S+/metrics)`).FindStringSubmatch(summary)
+	if m == nil {
+		t.Fatalf("no metrics address in the summary:\n%s", summary)
+	}
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"tessera_router_sessions ", `tessera_sidecar_serving{instance="shard-0`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("%s has no %q", m[1], want)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,7 +14,7 @@ func newReplicatorCommand() *cobra.Command {
 	var flags clusterFlags
 	var tflags temporalFlags
 	var cfg worker.ReplicatorConfig
-	var debugAddr string
+	var debugAddr, logLevel string
 	cmd := &cobra.Command{
 		Use:   "replicator",
 		Short: "Run the Replicator beside one shard's primary, on that shard's task queue",
@@ -43,7 +42,9 @@ every connection; the password is never on the command line or in logs.`,
 				return err
 			}
 			cfg.TemporalAddr, cfg.Namespace = tflags.address(), tflags.namespace
-			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			if cfg.Logger, err = newLogger(cmd.ErrOrStderr(), logLevel); err != nil {
+				return err
+			}
 			return worker.RunReplicator(ctx, cfg)
 		},
 	}
@@ -57,6 +58,7 @@ every connection; the password is never on the command line or in logs.`,
 	f.StringVar(&cfg.ReplicatorUser, "replicator-user", "postgres", "Postgres user it connects to the shard primaries as")
 	f.StringVar(&cfg.ReplicatorPasswordFile, "replicator-password-file", os.Getenv("TESSERA_REPLICATOR_PASSWORD_FILE"),
 		"file holding that user's password (env TESSERA_REPLICATOR_PASSWORD_FILE; required)")
+	logLevelFlag(cmd, &logLevel)
 	debugFlag(cmd, &debugAddr)
 	return cmd
 }

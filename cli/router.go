@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -20,6 +19,8 @@ func newRouterCommand() *cobra.Command {
 	var flags clusterFlags
 	var cfg router.Config
 	var debugAddr, temporalAddr, namespace string
+	var drainGrace time.Duration
+	var metricsAddr, logLevel string
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a router: the Postgres endpoint clients connect to",
@@ -40,6 +41,11 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 					return fmt.Errorf("router host-based rules: %w", err)
 				}
 			}
+			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
 			if err := serveDebug(debugAddr); err != nil {
 				return err
 			}
@@ -58,8 +64,11 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 				cfg.OnlineDDL = starter
 				cfg.CommitRecovery = starter.StartCommitRecovery
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 			r, err := router.New(cfg)
+			if err != nil {
+				return err
+			}
+			served, err := serveMetrics(metricsAddr, r.Registry())
 			if err != nil {
 				return err
 			}
@@ -67,8 +76,15 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "router listening on %s\n", r.Addr())
+			if served != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "router metrics on http://%s/metrics\n", served)
+			}
 			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			// SIGTERM drains: sessions end between statements, open
+			// transactions get the grace period (docs/operations.md).
+			dctx := context.WithoutCancel(ctx)
+			r.Drain(dctx, drainGrace)
+			sctx, cancel := context.WithTimeout(dctx, 10*time.Second)
 			defer cancel()
 			r.Stop(sctx)
 			return nil
@@ -84,7 +100,11 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 	cmd.Flags().StringVar(&temporalAddr, "temporal", os.Getenv("TESSERA_TEMPORAL"),
 		"Temporal frontend host:port where tessera.ddl_strategy starts OnlineDDL migrations (env TESSERA_TEMPORAL; without it they are refused)")
 	cmd.Flags().StringVar(&namespace, "namespace", envOr("TESSERA_NAMESPACE", "default"), "Temporal namespace (env TESSERA_NAMESPACE)")
+	cmd.Flags().DurationVar(&drainGrace, "drain-grace", 30*time.Second,
+		"on SIGTERM or Ctrl-C, how long running statements and open transactions have to finish before their sessions are ended (57P01)")
 	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)
+	metricsFlag(cmd, &metricsAddr)
+	logLevelFlag(cmd, &logLevel)
 	debugFlag(cmd, &debugAddr)
 	return cmd
 }

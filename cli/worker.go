@@ -1,11 +1,12 @@
 package cli
 
 import (
-	"log/slog"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/tesseradb/tessera/worker"
@@ -15,7 +16,7 @@ func newWorkerCommand() *cobra.Command {
 	var flags clusterFlags
 	var tflags temporalFlags
 	var cfg worker.Config
-	var debugAddr string
+	var debugAddr, logLevel, metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a Temporal worker for Tessera's operations, with an admin",
@@ -46,7 +47,18 @@ workers as you like against one cluster.`,
 				return err
 			}
 			cfg.TemporalAddr, cfg.Namespace = tflags.address(), tflags.namespace
-			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			if cfg.Logger, err = newLogger(cmd.ErrOrStderr(), logLevel); err != nil {
+				return err
+			}
+			reg := prometheus.NewRegistry()
+			cfg.Metrics = reg
+			served, err := serveMetrics(metricsAddr, reg)
+			if err != nil {
+				return err
+			}
+			if served != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "worker metrics on http://%s/metrics\n", served)
+			}
 			return worker.Run(ctx, cfg)
 		},
 	}
@@ -59,6 +71,8 @@ workers as you like against one cluster.`,
 	f.StringVar(&cfg.ReplicatorUser, "replicator-user", "postgres", "Postgres user the Replicator's activities (Reshard) connect to shard primaries as")
 	f.StringVar(&cfg.ReplicatorPasswordFile, "replicator-password-file", os.Getenv("TESSERA_REPLICATOR_PASSWORD_FILE"),
 		"file holding that user's password (env TESSERA_REPLICATOR_PASSWORD_FILE); without it Reshard fails at its first step")
+	logLevelFlag(cmd, &logLevel)
+	metricsFlag(cmd, &metricsAddr)
 	debugFlag(cmd, &debugAddr)
 	return cmd
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tesseradb/tessera/router"
 	"github.com/tesseradb/tessera/topo"
 	"github.com/tesseradb/tessera/topo/store"
@@ -34,6 +36,8 @@ type Cluster struct {
 	temporal TemporalServer
 	worker   *worker.Worker
 	router   *router.Server
+	// workerMetrics holds the worker's Temporal SDK metrics (metrics.go).
+	workerMetrics *prometheus.Registry
 	// onlineDDL starts the router's sessions' online migrations.
 	onlineDDL *launch.RouterOnlineDDL
 
@@ -61,7 +65,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := os.Chmod(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger, shards: map[string]*shard{}, replicators: map[string]*worker.Replicator{}}
+	c := &Cluster{cfg: cfg, log: cfg.Logger, shards: map[string]*shard{}, replicators: map[string]*worker.Replicator{},
+		workerMetrics: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			c.Stop(context.WithoutCancel(ctx))
@@ -331,6 +336,7 @@ func (c *Cluster) startWorker(ctx context.Context) error {
 		ID:            "dev",
 		Admin:         true,
 		Logger:        c.log,
+		Metrics:       c.workerMetrics,
 	}
 	// The Replicator's activities (Reshard) connect to the primaries
 	// directly, as the superuser, with the password from this file.

@@ -41,6 +41,10 @@ func (c *clientConn) admit(ctx context.Context) bool {
 		// (perhaps after SSL) can read the error.
 		err = errTooManyClients
 	}
+	if err == nil && c.srv.draining.Load() {
+		c.srv.metrics.refused.Inc()
+		err = errShuttingDown
+	}
 	if err == nil {
 		c.admission.method, err = c.checkHBA()
 	}

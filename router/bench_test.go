@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"io"
 	"testing"
+
+	"github.com/tesseradb/tessera/router/planner"
 )
 
 // A point lookup's answer as a shard sends it: BindComplete, one DataRow,
@@ -74,3 +76,21 @@ func TestForwardAnswerDropsOnlyReadyForQuery(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// BenchmarkStatementAccounting is what metrics and query insights add to
+// a forwarded point lookup: the answer's message headers read for its
+// row count and error, the counters, the histogram and the insights
+// entry.
+func BenchmarkStatementAccounting(b *testing.B) {
+	s := &Server{planner: planner.New(10), queryStats: newQueryStats(5000)}
+	s.metrics = newRouterMetrics(s)
+	c := &clientConn{srv: s, database: "bench"}
+	query := []byte("SELECT v FROM t WHERE id = 42")
+	b.ReportAllocs()
+	for b.Loop() {
+		c.statementBegins('Q')
+		c.stat.ranOn("shard-0")
+		c.stat.scan(lookupAnswer)
+		c.statementEnds(query)
+	}
+}

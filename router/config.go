@@ -43,6 +43,9 @@ type Config struct {
 	RoleCacheTTL time.Duration
 	// PlanCacheSize is how many statement plans are kept.
 	PlanCacheSize int
+	// QueryStatsSize bounds how many normalized statements
+	// tessera.query_stats keeps (default 5000).
+	QueryStatsSize int
 	// InProcessSidecars lets sessions on a sidecar that runs in this
 	// process (tessera dev) go by function call instead of its socket:
 	// one hop, as PgBouncer is.
@@ -86,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PlanCacheSize == 0 {
 		c.PlanCacheSize = 10000
+	}
+	if c.QueryStatsSize == 0 {
+		c.QueryStatsSize = 5000
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

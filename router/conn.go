@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tesseradb/tessera/pgerr"
@@ -86,6 +87,10 @@ type clientConn struct {
 	cancelToken string
 	runMu       sync.Mutex
 	runningOn   *backendSession
+	// idle is where the goroutine waits, for Drain (drain.go).
+	idle atomic.Int32
+	// stat accounts for the statement being served (stmtstat.go).
+	stat stmtStat
 }
 
 // backendSession is the client session's stream to one instance.
@@ -97,7 +102,7 @@ type backendSession struct {
 }
 
 func newClientConn(srv *Server, nc net.Conn) *clientConn {
-	return &clientConn{
+	c := &clientConn{
 		srv:      srv,
 		nc:       nc,
 		rd:       reader{r: bufio.NewReaderSize(nc, 16<<10), max: maxAuthMessage, preAuth: true},
@@ -108,6 +113,7 @@ func newClientConn(srv *Server, nc net.Conn) *clientConn {
 		batch:    extBatch{group: -1},
 		settings: sessionSettings{autoPrepDefault: autoPrepDefault(srv.cfg.NoAutoPrepare)},
 	}
+	return c
 }
 
 // serve runs the connection to its end. A panic ends this connection
@@ -129,18 +135,34 @@ func (c *clientConn) serve() {
 		c.fatal(err)
 		return
 	}
+	atStatementEnd := true
 	for {
+		if err := c.waitForMessage(atStatementEnd); err != nil {
+			c.fatal(err)
+			return
+		}
 		if err := c.flush(); err != nil {
 			return
 		}
 		typ, msg, err := c.rd.next()
+		if !c.messageArrived() {
+			return
+		}
 		if err != nil {
 			if !isDisconnect(err) {
 				c.fatal(err)
 			}
 			return
 		}
-		if err := c.handle(typ, msg); err != nil {
+		c.statementBegins(typ)
+		err = c.handle(typ, msg)
+		switch atStatementEnd = typ == 'Q' || typ == 'S'; {
+		case typ == 'Q' && len(msg) > 5:
+			c.statementEnds(msg[5 : len(msg)-1])
+		case typ == 'S':
+			c.statementEnds(nil)
+		}
+		if err != nil {
 			if errors.Is(err, errTerminate) {
 				return
 			}
@@ -159,6 +181,9 @@ func (c *clientConn) handle(typ byte, msg []byte) error {
 	}
 	switch typ {
 	case 'Q':
+		if c.insightsCommand(msg) {
+			return nil
+		}
 		return c.simpleQuery(msg)
 	case 'P', 'B', 'D', 'E', 'C', 'H':
 		return c.extended(typ, msg)
@@ -195,6 +220,7 @@ func (c *clientConn) write(b []byte) error {
 	if err := c.writeQueued(); err != nil {
 		return err
 	}
+	c.stat.scan(b)
 	_, err := c.w.Write(b)
 	return err
 }
@@ -205,6 +231,7 @@ func (c *clientConn) writeQueued() error {
 	if len(c.out) == 0 {
 		return nil
 	}
+	c.stat.scanComposed(c.out)
 	if _, err := c.w.Write(c.out); err != nil {
 		return err
 	}
@@ -356,6 +383,7 @@ func (c *clientConn) run(b *backendSession, batch *pb.Batch, emit func(chunk []b
 	c.runMu.Lock()
 	c.runningOn = b
 	c.runMu.Unlock()
+	c.stat.ranOn(b.shard)
 	res, err := b.sess.RunLast(batch, emit)
 	c.runMu.Lock()
 	c.runningOn = nil

@@ -29,5 +29,8 @@
 // buffer.go and signal.go (holding statements while a shard's primary
 // changes), tablebuffer.go (while a cutover moves tables), revision.go
 // (the topology revision the router reports in its discovery record),
-// wire.go (message framing). Planning lives in package planner.
+// wire.go (message framing), drain.go (leaving without failing clients'
+// statements), stmtstat.go (each statement's accounting), metrics.go
+// (Prometheus metrics), querystats.go (tessera.query_stats). Planning
+// lives in package planner.
 package router

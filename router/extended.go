@@ -308,6 +308,7 @@ func (c *clientConn) bind(msg []byte) error {
 	if err != nil {
 		return err
 	}
+	c.stat.bound(p)
 	params := &c.bindParams
 	if err := params.parse(msg[rest:]); err != nil {
 		return err

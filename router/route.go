@@ -38,6 +38,7 @@ func (c *clientConn) planView(sql string, oids []uint32) ([]*plannedStmt, int64,
 		UncommittedDDL: c.tx.ddl,
 		ReplicaReads:   replica,
 	})
+	c.stat.planned(stmts)
 	return stmts, snap.Revision, replica, err
 }
 

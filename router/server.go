@@ -42,6 +42,10 @@ type Server struct {
 	planner     *planner.Planner
 	schema      *schemaCache
 	commits     commitCoordinator // atomic commits (atomic.go)
+	// metrics and queryStats: Prometheus metrics and query insights
+	// (metrics.go, querystats.go).
+	metrics    *routerMetrics
+	queryStats *queryStats
 
 	// single caches, per topology revision, the topology's one shard
 	// when it has exactly one.
@@ -55,6 +59,9 @@ type Server struct {
 	roleConns map[string]int
 	cancels   map[uint32]*clientConn // by BackendKeyData process id
 	closing   bool
+	// draining and graceOver: Drain has begun, and its grace period
+	// is over (drain.go).
+	draining, graceOver atomic.Bool
 
 	reg *store.Registration
 	// record is what reg keeps in etcd; only reportRevision changes it
@@ -99,6 +106,8 @@ func New(cfg Config) (*Server, error) {
 	s.roles = roleCache{ttl: cfg.RoleCacheTTL, fetch: s.fetchRoles}
 	s.mockSaltKey = mockSaltKey(cfg.Secret)
 	s.schema = newSchemaCache(s)
+	s.queryStats = newQueryStats(cfg.QueryStatsSize)
+	s.metrics = newRouterMetrics(s)
 	return s, nil
 }
 

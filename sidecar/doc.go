@@ -26,5 +26,6 @@
 // (autocommit reads of many sessions pipelined on shared connections),
 // backend.go (one Postgres connection), sendwait.go (a request sent from
 // inside the wait for its answer), wire.go (message framing), health.go,
-// ops.go, cancel.go, auth.go, client.go (the Go client).
+// ops.go, cancel.go, auth.go, client.go (the Go client), metrics.go
+// (Prometheus metrics, read when scraped).
 package sidecar

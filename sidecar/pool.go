@@ -111,6 +111,8 @@ type pool struct {
 	epoch       uint64
 	dials       context.Context
 	cancelDials context.CancelFunc
+	// counters are the waits and timeouts metrics.go reports.
+	counters poolCounters
 }
 
 func newPool(database, user, connString string, cfg PoolConfig) *pool {
@@ -204,12 +206,14 @@ func (p *pool) get(ctx context.Context) (*backend, error) {
 		p.mu.Unlock()
 		if deadline == nil {
 			deadline = time.NewTimer(p.cfg.MaxWait)
+			p.counters.waits.Add(1)
 		}
 		select {
 		case <-w:
 			p.mu.Lock()
 		case <-deadline.C:
 			p.drop(w)
+			p.counters.timeouts.Add(1)
 			return nil, pgerr.New("53300", "sidecar pool for database %q, user %q is exhausted: all %d connections stayed busy for %s",
 				p.database, p.user, p.cfg.Capacity, p.cfg.MaxWait)
 		case <-ctx.Done():

@@ -10,4 +10,7 @@
 // task queue (workflows.ReplicatorQueue) for the Reshard workflow's copies
 // and streams reading the shard, and registers in discovery as kind
 // replicator.
+//
+// metrics.go turns the Temporal SDK's metrics (workflow and activity
+// durations, ...) into Prometheus metrics when Config.Metrics is set.
 package worker

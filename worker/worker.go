@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
@@ -55,6 +56,9 @@ type Config struct {
 	// Interceptors wrap the Temporal worker's workflow and activity
 	// calls (tracing; the e2e tests stop a worker inside a given step).
 	Interceptors []interceptor.WorkerInterceptor
+	// Metrics, when set, gets the Temporal SDK's metrics: workflow and
+	// activity durations, task latencies, failures (metrics.go).
+	Metrics prometheus.Registerer
 }
 
 // A worker that dies must cost a cutover little: routers hold the moving
@@ -142,9 +146,10 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	// Dial checks that the frontend answers, so a wrong address fails
 	// here rather than on the first workflow.
 	w.temporal, err = client.DialContext(ctx, client.Options{
-		HostPort:  cfg.TemporalAddr,
-		Namespace: cfg.Namespace,
-		Logger:    tlog.NewStructuredLogger(log),
+		HostPort:       cfg.TemporalAddr,
+		Namespace:      cfg.Namespace,
+		Logger:         tlog.NewStructuredLogger(log),
+		MetricsHandler: metricsHandler(cfg.Metrics),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Temporal at %s: %w", cfg.TemporalAddr, err)

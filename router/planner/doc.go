@@ -115,7 +115,8 @@
 // literal's value (SET), the input is cached by its exact text instead.
 // Routing literals must be integers, other numbers, standard strings or
 // dollar-quoted strings; an E'..' or similar value is not used as a key.
-// Plans holding a Schema error are not cached.
+// Plans holding a Schema error are not cached. Normalize (normalize.go)
+// writes a shape with $n for its literals, for query insights.
 //
 // Literal text is read as with standard_conforming_strings on, the default
 // since Postgres 9.1 and what pg_query assumes.

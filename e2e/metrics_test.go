@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	tessworker "github.com/tesseradb/tessera/worker"
+)
+
+// TestTemporalMetrics runs a workflow with an activity on the package's
+// Temporal through a client whose metrics go to Prometheus
+// (worker.PrometheusMetrics, as tessera worker --metrics-addr does):
+// the workflow's and the activity's durations are recorded.
+func TestTemporalMetrics(t *testing.T) {
+	ctx := testContext(t)
+	reg := prometheus.NewRegistry()
+	c, err := client.Dial(client.Options{HostPort: temporalSrv.FrontendAddr(), MetricsHandler: tessworker.PrometheusMetrics(reg),
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const queue = "tessera-metrics-test"
+	w := sdkworker.New(c, queue, sdkworker.Options{})
+	w.RegisterWorkflow(greetWorkflow)
+	w.RegisterActivity(greetActivity)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "metrics-greet", TaskQueue: queue}, greetWorkflow, "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	samples := map[string]uint64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			ours := false
+			for _, l := range m.GetLabel() {
+				ours = ours || l.GetName() == "activity_type" && l.GetValue() == "greetActivity" ||
+					l.GetName() == "workflow_type" && l.GetValue() == "greetWorkflow"
+			}
+			if h := m.GetHistogram(); ours && h != nil {
+				samples[mf.GetName()] += h.GetSampleCount()
+			}
+		}
+	}
+	t.Logf("histogram samples of the workflow and its activity: %v", samples)
+	for _, name := range []string{"temporal_activity_execution_latency_seconds", "temporal_workflow_endtoend_latency_seconds"} {
+		if samples[name] != 1 {
+			t.Errorf("%s: %d samples, want 1", name, samples[name])
+		}
+	}
+}
