@@ -53,11 +53,6 @@ type backend struct {
 	// type": a statement the batch used is of no use any more (its
 	// tables changed), and is to be prepared afresh when next needed.
 	forgotStatements, staleStatements bool
-	// statementsEpoch is the server's schemaEpoch when prepared was last
-	// known current; changedSchema: the transaction running on b ran DDL
-	// (schemaepoch.go).
-	statementsEpoch uint64
-	changedSchema   bool
 	// retired: the connection holds too many prepared statements
 	// (PoolConfig.MaxConnStatements); it takes no more pipelined batches
 	// and closes when it comes back to the pool.
@@ -220,9 +215,6 @@ func (b *backend) exchange(frontend []byte, strip int, buf []byte, resendable bo
 			tag := chunk[start+5:]
 			if bytes.Equal(tag, deallocateAllTag) || bytes.Equal(tag, discardAllTag) {
 				b.forgotStatements = true
-			}
-			if isSchemaChangeTag(tag) {
-				b.changedSchema = true
 			}
 		case msgParseComplete:
 			if stripped < strip {

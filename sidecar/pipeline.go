@@ -243,13 +243,6 @@ func (sess *session) pipelined(req *pb.Batch) (ok bool, err error) {
 		sess.pool.unshare(b)
 		return false, nil
 	}
-	// Statements a schema change made stale are closed only while
-	// nothing is in flight on the connection (schemaepoch.go).
-	if b.statementsEpoch != sess.srv.schemaEpoch.Load() && (pp.count > 0 || pp.writing || !sess.srv.freshStatements(b)) {
-		pp.mu.Unlock()
-		sess.pool.unshare(b)
-		return false, nil
-	}
 	// Statements the connection lacks are prepared in front of the batch.
 	frontend := req.Frontend
 	var injected []string

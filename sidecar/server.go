@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -54,11 +53,6 @@ type Server struct {
 
 	regMu sync.Mutex
 	reg   *store.Registration
-
-	// schemaEpoch counts schema changes; a connection's statements
-	// prepared before the latest are closed before its next batch
-	// (schemaepoch.go).
-	schemaEpoch atomic.Uint64
 }
 
 // New validates cfg and builds a sidecar; Start runs it.
@@ -147,8 +141,6 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.cfg.Store != nil {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.followShardState(runCtx) }()
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.followSchemaChanges(runCtx) }()
 	}
 	for _, l := range []net.Listener{s.framedLis, s.socketLis} {
 		if l != nil {

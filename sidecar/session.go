@@ -261,9 +261,6 @@ func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
 		b.lastSettings = req.Settings
 	}
 
-	if !sess.srv.freshStatements(b) {
-		return fmt.Errorf("%w: closing statements a schema change made stale", errSettingsNotSent)
-	}
 	frontend := req.Frontend
 	var injected []*pb.PreparedStatement
 	for _, ps := range req.Prepared {
@@ -316,7 +313,6 @@ func (sess *session) send(b *backend, req *pb.Batch, resendable bool) error {
 		b.staleStatements = false
 		b.closeStatements(req.Prepared)
 	}
-	sess.srv.afterBatch(b)
 	b.limitStatements(sess.pool.cfg.maxConnStatements())
 	sess.copyIn = last.copyIn && err == nil && !b.broken
 	sess.keepOrRelease(b, req.Mode, sess.copyIn)
