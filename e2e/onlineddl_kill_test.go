@@ -417,11 +417,10 @@ func retriedAfter(t *testing.T, ctx context.Context, id, name string, since time
 
 // settleRouterReads reads accounts through the router until the read
 // succeeds ten times in a row, and returns how many attempts failed with
-// 0A000 "cached plan must not change result type": the sidecars' pools
-// keep statements prepared by earlier sessions, by content, across
-// sessions, and one prepared before a column's type changed fails once
-// on each pooled connection, even for a session that never prepared it
-// (a bug this test found, not yet fixed: see docs/operations.md).
+// 0A000 "cached plan must not change result type": a session that
+// prepares a statement after the change must get it planned afresh (the
+// router names it with the schema epoch); one racing the announcement of
+// the change could still fail once, so they are counted and logged.
 func (rc *reshardCluster) settleRouterReads(t *testing.T, ctx context.Context) int {
 	t.Helper()
 	conn := rc.routerConn(t, ctx)

@@ -122,3 +122,47 @@ func TestPgxRecoversWhenAResultTypeChanges(t *testing.T) {
 		}
 	})
 }
+
+// TestPgxNewSessionAfterResultTypeChange: a session that prepares a
+// statement after DDL changed its result type gets the new columns, as on
+// one Postgres, though another session's statement of the same text,
+// prepared before the change, is still on the pooled backends (statements
+// on the shards are named with the schema epoch their client prepared
+// them in); that other session gets Postgres's 0A000 once, as it would on
+// one Postgres.
+func TestPgxNewSessionAfterResultTypeChange(t *testing.T) {
+	viaRouter, viaPostgres := driverDatabase(t, "pgx_alter_new")
+	for _, c := range []struct{ name, dsn string }{{"postgres", viaPostgres}, {"router", viaRouter}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			connect := func() *pgx.Conn {
+				conn, err := pgx.Connect(ctx, c.dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { conn.Close(context.Background()) })
+				return conn
+			}
+			old := connect()
+			mustExec(t, old, "DROP TABLE IF EXISTS gadgets", "CREATE TABLE gadgets (id int PRIMARY KEY, name text)",
+				"INSERT INTO gadgets VALUES (1, 'one')")
+			const read = "SELECT * FROM gadgets WHERE id = $1"
+			for range 3 {
+				if err := old.QueryRow(ctx, read, 1).Scan(new(int), new(string)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustExec(t, old, "ALTER TABLE gadgets ADD COLUMN extra int")
+			for i := range 3 {
+				var extra *int
+				var name string
+				if err := connect().QueryRow(ctx, read, 1).Scan(new(int), &name, &extra); err != nil || name != "one" {
+					t.Fatalf("a new session's read %d after the change: %q, %v", i, name, err)
+				}
+			}
+			if err := old.QueryRow(ctx, read, 1).Scan(new(int), new(string)); sqlstate(err) != "0A000" {
+				t.Fatalf("the old session's first read after the change: %v, want 0A000", err)
+			}
+		})
+	}
+}

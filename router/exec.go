@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -53,6 +54,9 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 	// on every shard (a one-shard topology runs it on one), and even when
 	// a shard refused it after others ran it.
 	if r.ddl {
+		// Statements the session prepares from now on, in its
+		// transaction too, see the change (prepared.shardName).
+		c.srv.noteSchemaEpoch(time.Now())
 		c.srv.schemaChanged()
 		c.tx.ddl = c.tx.active
 		if !c.tx.active {

@@ -22,8 +22,11 @@ type prepared struct {
 	// replica whether by its replica reads (clientConn.view).
 	revision int64
 	replica  bool
-	proto    *pb.PreparedStatement // nil for the unnamed statement
-	named    *pb.PreparedStatement // the unnamed one's content name, made when needed
+	// epoch is the schema epoch the client prepared it in: the shards'
+	// statements made of it are named with it (shardName).
+	epoch int64
+	proto *pb.PreparedStatement // nil for the unnamed statement
+	named *pb.PreparedStatement // the unnamed one's content name, made when needed
 	// ownShards: the shards whose pinned backend has the statement under
 	// the client's name (ownnames.go).
 	ownShards []string
@@ -167,7 +170,7 @@ func (c *clientConn) parse(msg []byte) error {
 	if len(stmts) > 1 {
 		return pgerr.New("42601", "cannot insert multiple commands into a prepared statement")
 	}
-	p := &prepared{sql: sql, oids: oids, revision: revision, replica: replica}
+	p := &prepared{sql: sql, oids: oids, revision: revision, replica: replica, epoch: c.srv.schemaEpoch.Load()}
 	if len(stmts) == 1 {
 		p.stmt = stmts[0]
 	}
@@ -183,7 +186,7 @@ func (c *clientConn) parse(msg []byte) error {
 		return pgerr.New("42P05", "prepared statement %q already exists", name)
 	}
 	p.name = name
-	p.proto = &pb.PreparedStatement{Name: planner.StatementName(sql, oids), Query: sql, ParamOids: oids}
+	p.proto = &pb.PreparedStatement{Name: p.shardName(sql), Query: sql, ParamOids: oids}
 	c.stmts[name] = p
 	// The router answers a named Parse itself. After messages bound for a
 	// shard, its answer must follow theirs: they become a segment and the
@@ -242,11 +245,17 @@ func (c *clientConn) use(proto *pb.PreparedStatement) {
 	c.batch.prepared = append(c.batch.prepared, proto)
 }
 
+// shardName names a statement made of p (p's own, or one the router
+// rewrote it into) on the shards, with p's parameter types and epoch.
+func (p *prepared) shardName(sql string) string {
+	return planner.StatementNameAt(sql, p.oids, p.epoch)
+}
+
 // contentProto returns the statement under its content name, for an
 // unnamed statement bound in a later batch than its Parse.
 func (p *prepared) contentProto() *pb.PreparedStatement {
 	if p.named == nil {
-		p.named = &pb.PreparedStatement{Name: planner.StatementName(p.sql, p.oids), Query: p.sql, ParamOids: p.oids}
+		p.named = &pb.PreparedStatement{Name: p.shardName(p.sql), Query: p.sql, ParamOids: p.oids}
 	}
 	return p.named
 }
@@ -336,7 +345,7 @@ func (c *clientConn) bind(msg []byte) error {
 	c.batch.binds++
 	c.batch.notReads = c.batch.notReads || !r.autocommit
 	if r.engine != nil && r.engine.ShardSQL != "" {
-		r.shardStmt = &pb.PreparedStatement{Name: planner.StatementName(r.engine.ShardSQL, p.oids), Query: r.engine.ShardSQL, ParamOids: p.oids}
+		r.shardStmt = &pb.PreparedStatement{Name: p.shardName(r.engine.ShardSQL), Query: r.engine.ShardSQL, ParamOids: p.oids}
 	}
 	if r.mode == routeSplit && r.err == nil {
 		// Each shard gets its own Bind; the client's stays in the batch

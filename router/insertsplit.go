@@ -76,7 +76,7 @@ func (s *splitInsert) makeBinds(portal string, p *prepared, params *bindParams) 
 				oids[j] = p.oids[old-1]
 			}
 		}
-		ps := &pb.PreparedStatement{Name: planner.StatementName(part.SQL, oids), Query: part.SQL, ParamOids: oids}
+		ps := &pb.PreparedStatement{Name: planner.StatementNameAt(part.SQL, oids, p.epoch), Query: part.SQL, ParamOids: oids}
 		m := append([]byte{'B', 0, 0, 0, 0}, portal...)
 		m = append(m, 0)
 		m = append(m, ps.Name...)

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/pgwire"
@@ -132,4 +133,27 @@ func (sc *schemaCache) clear() {
 func (s *Server) schemaChanged() {
 	s.schema.clear()
 	s.planner.Invalidate()
+}
+
+// A client's statement is prepared on the shards under a name made of its
+// text, its parameter types and the schema epoch its client prepared it
+// in (prepared.shardName): the time of the latest schema change the router
+// knows, announced in etcd (store.SchemaChange.At), so that routers agree
+// on it. Postgres fixes a prepared statement's result and parameter types
+// when it is prepared: a session whose client prepares the statement
+// after a change must not get one a backend prepared before it (it would
+// fail with 0A000 "cached plan must not change result type", where one
+// Postgres plans the new statement afresh), while a session that
+// prepared it before the change keeps the old one and gets that 0A000,
+// as on one Postgres.
+
+// noteSchemaEpoch moves the schema epoch to at, if later.
+func (s *Server) noteSchemaEpoch(at time.Time) {
+	n := at.UnixNano()
+	for {
+		old := s.schemaEpoch.Load()
+		if n <= old || s.schemaEpoch.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }

@@ -21,9 +21,12 @@ func (s *Server) followSchemaChanges(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	<-changes // as they stand: nothing to forget yet
+	// As they stand: nothing to forget yet, but the epoch of statement
+	// names is the latest change's, as on every other router.
+	s.noteSchemaEpochOf(<-changes)
 	go func() {
-		for range changes {
+		for list := range changes {
+			s.noteSchemaEpochOf(list)
 			s.schemaChanged()
 		}
 	}()
@@ -35,8 +38,17 @@ func (s *Server) followSchemaChanges(ctx context.Context) error {
 func (s *Server) announceSchemaChange(database string) {
 	ctx, cancel := context.WithTimeout(context.Background(), announceTimeout)
 	defer cancel()
-	err := s.cfg.Store.AnnounceSchemaChange(ctx, store.SchemaChange{Database: database, By: "router " + s.Addr(), At: time.Now()})
+	at := time.Now()
+	s.noteSchemaEpoch(at)
+	err := s.cfg.Store.AnnounceSchemaChange(ctx, store.SchemaChange{Database: database, By: "router " + s.Addr(), At: at})
 	if err != nil {
 		s.cfg.Logger.Warn("announcing a schema change to the other routers", "database", database, "error", err)
+	}
+}
+
+// noteSchemaEpochOf moves the schema epoch to the latest of changes.
+func (s *Server) noteSchemaEpochOf(changes []store.SchemaChange) {
+	for _, c := range changes {
+		s.noteSchemaEpoch(c.At)
 	}
 }

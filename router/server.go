@@ -42,6 +42,9 @@ type Server struct {
 	planner     *planner.Planner
 	schema      *schemaCache
 	commits     commitCoordinator // atomic commits (atomic.go)
+	// schemaEpoch: the latest schema change known, in Unix nanoseconds,
+	// part of client statements' names on the shards (schema.go).
+	schemaEpoch atomic.Int64
 	// metrics and queryStats: Prometheus metrics and query insights
 	// (metrics.go, querystats.go).
 	metrics    *routerMetrics

@@ -86,11 +86,23 @@ var oidNames = map[uint32]string{0: "unknown", 23: "integer", 1700: "numeric"}
 // StatementName names a prepared statement by its text and parameter
 // types, so that every session and router shares one per backend.
 func StatementName(sql string, oids []uint32) string {
+	return StatementNameAt(sql, oids, 0)
+}
+
+// StatementNameAt is StatementName for a statement prepared in schema
+// epoch epoch (0 for none): the same text prepared after a schema change
+// gets another name, so that it is planned afresh on every backend
+// rather than reusing a statement prepared there before the change.
+func StatementNameAt(sql string, oids []uint32, epoch int64) string {
 	h := xxh3.New()
 	h.WriteString(sql)
-	var b [4]byte
+	var b [8]byte
 	for _, o := range oids {
-		binary.BigEndian.PutUint32(b[:], o)
+		binary.BigEndian.PutUint32(b[:4], o)
+		h.Write(b[:4])
+	}
+	if epoch != 0 {
+		binary.BigEndian.PutUint64(b[:], uint64(epoch))
 		h.Write(b[:])
 	}
 	sum := h.Sum128().Bytes()
