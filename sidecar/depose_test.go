@@ -194,9 +194,13 @@ func TestDeposedPrimaryFencesItself(t *testing.T) {
 			t.Fatal("the first batch on a deposed primary was not refused with 57P03")
 		}
 		eventually(t, "Postgres fenced", postgresFenced)
-		if h := srv.LatestHealth(); !h.Fenced || h.Writable {
-			t.Errorf("health of a deposed primary: fenced %v, writable %v", h.Fenced, h.Writable)
-		}
+		// Health is observed every HealthInterval, and the fence ends the
+		// status connection the observation reads (one observation may
+		// then fail): the report follows within a few observations.
+		eventually(t, "health reports a fenced, unwritable primary", func() bool {
+			h := srv.LatestHealth()
+			return h.Fenced && !h.Writable
+		})
 	})
 
 	// The instance rejoins as the primary: unfenced, recorded again.
