@@ -102,7 +102,7 @@ type backendSession struct {
 }
 
 func newClientConn(srv *Server, nc net.Conn) *clientConn {
-	c := &clientConn{
+	return &clientConn{
 		srv:      srv,
 		nc:       nc,
 		rd:       reader{r: bufio.NewReaderSize(nc, 16<<10), max: maxAuthMessage, preAuth: true},
@@ -113,7 +113,6 @@ func newClientConn(srv *Server, nc net.Conn) *clientConn {
 		batch:    extBatch{group: -1},
 		settings: sessionSettings{autoPrepDefault: autoPrepDefault(srv.cfg.NoAutoPrepare)},
 	}
-	return c
 }
 
 // serve runs the connection to its end. A panic ends this connection

@@ -54,13 +54,14 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 	// on every shard (a one-shard topology runs it on one), and even when
 	// a shard refused it after others ran it.
 	if r.ddl {
-		// Statements the session prepares from now on, in its
-		// transaction too, see the change (prepared.shardName).
-		c.srv.noteSchemaEpoch(time.Now())
 		c.srv.schemaChanged()
 		c.tx.ddl = c.tx.active
-		if !c.tx.active {
-			c.srv.announceSchemaChange(c.database)
+		if c.tx.active {
+			// Statements the session prepares later in its transaction
+			// see the change (prepared.shardName); its end announces it.
+			c.srv.noteSchemaEpoch(time.Now())
+		} else {
+			c.srv.announceSchemaChange(c.database) // moves the epoch too
 		}
 	}
 	if r.roles {
