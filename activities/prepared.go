@@ -190,10 +190,10 @@ func (a *Activities) resolve(ctx context.Context, primaries map[string]*sidecar.
 	if err != nil {
 		return false, fmt.Errorf("commit point %s: %w", cp, err)
 	}
-	if len(rows) != 1 {
+	if len(rows) != 1 || len(rows[0]) != 2 {
 		return false, fmt.Errorf("commit point %s: no decision for %s", cp, x.gid)
 	}
-	commit := rows[0][0] == twophase.Commit
+	commit := twophase.Committed(a.cfg.Secret, x.gid, rows[0][0], rows[0][1])
 	_, err = query(ctx, primaries[x.shard], x.database, twophase.Finish(x.gid, commit))
 	if sqlState(err) == "42704" {
 		// Finished meanwhile (its coordinator, or another pass).

@@ -73,10 +73,10 @@ func (s *Server) decide(ctx context.Context, commitPoint, database, gid string) 
 	if err != nil {
 		return false, err
 	}
-	if len(rows) != 1 || len(rows[0]) != 1 {
+	if len(rows) != 1 || len(rows[0]) != 2 {
 		return false, pgerr.New(pgerr.InternalError, "no decision row for %s", gid)
 	}
-	return rows[0][0] == twophase.Commit, nil
+	return twophase.Committed(s.cfg.Secret, gid, rows[0][0], rows[0][1]), nil
 }
 
 // needsAtomicCommit reports whether the client's COMMIT of the open
@@ -275,7 +275,7 @@ func (c *clientConn) commitAtomicSimple(ctx context.Context) (string, error) {
 		c.finishPrepared(ctx, ac, false)
 		return "", shardError(cp, berr)
 	}
-	res, tag, err := c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: queryMessage(twophase.RecordCommit(ac.gid) + ";\nCOMMIT")})
+	res, tag, err := c.quiet(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: queryMessage(twophase.RecordCommit(c.srv.cfg.Secret, ac.gid) + ";\nCOMMIT")})
 	return c.afterCommitPoint(ctx, ac, b, res, tag, err)
 }
 
@@ -439,7 +439,7 @@ func (c *clientConn) commitAtomicExtended(ctx context.Context, r *routed, fronte
 	if err == nil {
 		var b *backendSession
 		if b, err = c.session(ctx, cp, false); err == nil {
-			xid, err = c.quietValue(b, twophase.RecordCommit(ac.gid)+";\nSELECT pg_catalog.pg_current_xact_id()::text")
+			xid, err = c.quietValue(b, twophase.RecordCommit(c.srv.cfg.Secret, ac.gid)+";\nSELECT pg_catalog.pg_current_xact_id()::text")
 		}
 		if err != nil {
 			// No decision is recorded (or recovery's abort is): roll

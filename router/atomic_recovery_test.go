@@ -93,14 +93,14 @@ func TestRecoveryResolvesWhatADeadRouterLeft(t *testing.T) {
 	}
 	// The coordinator comes back and tries to commit: the decision is
 	// taken.
-	if _, err := cp.Exec(ctx, twophase.RecordCommit(aborted)); sqlstate(err) != "23505" {
+	if _, err := cp.Exec(ctx, twophase.RecordCommit(cluster.Secret(), aborted)); sqlstate(err) != "23505" {
 		t.Fatalf("a late coordinator's decision: %v, want 23505", err)
 	}
 	mustExec(t, cp, "ROLLBACK", "BEGIN",
 		fmt.Sprintf("UPDATE orders SET total = 90 WHERE order_id = %d AND customer_id = 42", atomicOrder))
 
 	prepareOn2(t, committed, 110)
-	mustExec(t, cp, twophase.RecordCommit(committed), "COMMIT")
+	mustExec(t, cp, twophase.RecordCommit(cluster.Secret(), committed), "COMMIT")
 	res = resolvePrepared(t, activities.ResolvePreparedInput{})
 	if !slices.Contains(res.Committed, committed) || len(res.RolledBack) != 0 {
 		t.Fatalf("recovery of a transaction whose commit point committed: %+v, want %s committed", res, committed)
@@ -115,7 +115,7 @@ func TestRecoveryResolvesWhatADeadRouterLeft(t *testing.T) {
 	prepareOn2(t, racing, 120)
 	mustExec(t, cp, "BEGIN",
 		fmt.Sprintf("UPDATE orders SET total = 80 WHERE order_id = %d AND customer_id = 42", atomicOrder),
-		twophase.RecordCommit(racing))
+		twophase.RecordCommit(cluster.Secret(), racing))
 	committedAt := make(chan error, 1)
 	go func() {
 		time.Sleep(2 * time.Second)
@@ -134,10 +134,32 @@ func TestRecoveryResolvesWhatADeadRouterLeft(t *testing.T) {
 	}
 	noPrepared(t)
 
+	// 4. A client forges a 'commit' decision for a gid whose coordinator
+	// never reached its commit point (any role may insert decision rows,
+	// and gids are public in pg_prepared_xacts): without the cluster
+	// secret's seal it counts as abort, so recovery rolls the participant
+	// back rather than committing half a transaction.
+	for _, seal := range []string{"", twophase.Seal("not the cluster secret", "")} {
+		forged := gen.Next("customer-shard-1")
+		if seal != "" {
+			seal = twophase.Seal("not the cluster secret", forged)
+		}
+		prepareOn2(t, forged, 130)
+		mustExec(t, cp, "INSERT INTO _tessera.commit_decisions (gid, outcome, seal) VALUES ('"+forged+"', 'commit', NULLIF('"+seal+"', ''))")
+		res = resolvePrepared(t, activities.ResolvePreparedInput{})
+		if !slices.Contains(res.RolledBack, forged) || len(res.Committed) != 0 {
+			t.Fatalf("recovery of a transaction with a forged decision (seal %q): %+v, want %s rolled back", seal, res, forged)
+		}
+		if y := balanceOn(t, "customer-shard-2", 1); y != "120" {
+			t.Fatalf("customer 1 has %s after a forged decision, want 120", y)
+		}
+	}
+	noPrepared(t)
+
 	// Decisions no participant needs go after the retention.
 	time.Sleep(10 * time.Millisecond)
 	res = resolvePrepared(t, activities.ResolvePreparedInput{Retention: time.Millisecond})
-	if res.Deleted < 3 || decisions(t, "customer-shard-1") != 0 {
+	if res.Deleted < 5 || decisions(t, "customer-shard-1") != 0 {
 		t.Fatalf("cleanup: %+v, %d commit decisions left", res, decisions(t, "customer-shard-1"))
 	}
 }

@@ -1,6 +1,9 @@
 package twophase
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestGIDNamesItsCommitPoint(t *testing.T) {
 	g := NewGenerator()
@@ -24,5 +27,27 @@ func TestGIDNamesItsCommitPoint(t *testing.T) {
 		if _, ok := CommitPoint(gid); ok {
 			t.Fatalf("CommitPoint accepted %q", gid)
 		}
+	}
+}
+
+func TestCommittedNeedsTheSeal(t *testing.T) {
+	gid := NewGenerator().Next("shard-1")
+	seal := Seal("secret", gid)
+	for _, c := range []struct {
+		outcome, seal string
+		want          bool
+	}{
+		{Commit, seal, true},
+		{Abort, seal, false},
+		{Commit, "", false},
+		{Commit, Seal("other secret", gid), false},
+		{Commit, Seal("secret", gid+"0"), false},
+	} {
+		if got := Committed("secret", gid, c.outcome, c.seal); got != c.want {
+			t.Errorf("Committed(%q, %q) = %v, want %v", c.outcome, c.seal, got, c.want)
+		}
+	}
+	if !strings.Contains(RecordCommit("secret", gid), seal) {
+		t.Errorf("RecordCommit does not write the seal: %s", RecordCommit("secret", gid))
 	}
 }
