@@ -103,10 +103,17 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 	cmd.Flags().DurationVar(&drainGrace, "drain-grace", 30*time.Second,
 		"on SIGTERM or Ctrl-C, how long running statements and open transactions have to finish before their sessions are ended (57P01)")
 	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)
+	commitFlag(cmd, &cfg.Commit)
 	metricsFlag(cmd, &metricsAddr)
 	logLevelFlag(cmd, &logLevel)
 	debugFlag(cmd, &debugAddr)
 	return cmd
+}
+
+// commitFlag registers --commit, tessera.commit's default.
+func commitFlag(cmd *cobra.Command, mode *string) {
+	cmd.Flags().StringVar(mode, "commit", envOr("TESSERA_COMMIT", "atomic"),
+		"tessera.commit for sessions that do not set it: atomic (two-phase commit across shards) or best_effort (shard after shard); give every router the same (env TESSERA_COMMIT)")
 }
 
 // autoPrepareFlag registers --auto-prepare, which sets the router's

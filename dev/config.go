@@ -72,7 +72,9 @@ type Config struct {
 	// NoAutoPrepare turns the router's auto-prepare off by default
 	// (router.Config.NoAutoPrepare).
 	NoAutoPrepare bool
-	Logger        *slog.Logger
+	// Commit is the router's default tessera.commit (router.Config.Commit).
+	Commit string
+	Logger *slog.Logger
 }
 
 var shardName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,40}$`)

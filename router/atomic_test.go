@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tesseradb/tessera/router"
 	"github.com/tesseradb/tessera/topo/store"
 )
 
@@ -191,6 +192,66 @@ func TestCommitOneShardOrBestEffort(t *testing.T) {
 	}
 	if _, err := conn.Exec(context.Background(), "SET tessera.commit = 'sometimes'"); sqlstate(err) != "22023" {
 		t.Fatalf("SET tessera.commit = 'sometimes': %v, want 22023", err)
+	}
+	noPrepared(t)
+}
+
+// TestCommitDefaultOfTheRouter: a router started with Commit
+// best_effort (tessera router --commit) commits a session that does not
+// set tessera.commit shard after shard, and one that sets it atomic with
+// two-phase commit; RESET returns to the router's default. A router with
+// another value does not start.
+func TestCommitDefaultOfTheRouter(t *testing.T) {
+	if _, err := router.New(router.Config{ListenAddr: "127.0.0.1:0", Store: cluster.Store(), Secret: cluster.Secret(), Commit: "sometimes"}); err == nil {
+		t.Fatal("a router with Commit \"sometimes\" was made")
+	}
+	addr := startRouterWith(t, router.Config{Commit: "best_effort"})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres:postgres@%s/store?sslmode=disable", addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	atomicSetup(t, conn)
+	transfer := func(total int) {
+		t.Helper()
+		mustExec(t, conn, "BEGIN",
+			fmt.Sprintf("UPDATE orders SET total = %d WHERE order_id = %d AND customer_id = 42", total, atomicOrder),
+			fmt.Sprintf("UPDATE orders SET total = %d WHERE order_id = %d AND customer_id = 1", total, atomicOrder),
+			"COMMIT")
+		if x, y := balanceOn(t, "customer-shard-1", 42), balanceOn(t, "customer-shard-2", 1); x != fmt.Sprint(total) || y != fmt.Sprint(total) {
+			t.Fatalf("the shards hold %s and %s, want %d", x, y, total)
+		}
+	}
+	show := func(want string) {
+		t.Helper()
+		var v string
+		// The simple protocol: the router answers SHOW tessera.* there
+		// (in the extended one a shard answers from the session's
+		// settings, which hold tessera.commit only once SET).
+		if err := conn.QueryRow(ctx, "SHOW tessera.commit", pgx.QueryExecModeSimpleProtocol).Scan(&v); err != nil || v != want {
+			t.Fatalf("SHOW tessera.commit: %q, %v; want %s", v, err, want)
+		}
+	}
+	decided := func() int { return decisions(t, "customer-shard-1") + decisions(t, "customer-shard-2") }
+
+	show("best_effort")
+	before := decided()
+	transfer(70)
+	if n := decided(); n != before {
+		t.Fatalf("under the router's best_effort default, commit decisions went from %d to %d", before, n)
+	}
+	mustExec(t, conn, "SET tessera.commit = 'atomic'")
+	show("atomic")
+	transfer(71)
+	if n := decided(); n != before+1 {
+		t.Fatalf("with tessera.commit atomic, commit decisions went from %d to %d, want one more", before, n)
+	}
+	mustExec(t, conn, "RESET tessera.commit")
+	show("best_effort")
+	transfer(72)
+	if n := decided(); n != before+1 {
+		t.Fatalf("after RESET, commit decisions went from %d to %d: not the router's default", before+1, n)
 	}
 	noPrepared(t)
 }

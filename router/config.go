@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -54,6 +55,11 @@ type Config struct {
 	// protocol reads run as written unless a session sets it on
 	// (autoprepare.go).
 	NoAutoPrepare bool
+	// Commit is tessera.commit's default for sessions that do not set
+	// it: "atomic" (two-phase commit across shards; the default when
+	// empty) or "best_effort" (atomic.go). Give every router of a cluster
+	// the same value: it is the cluster's default.
+	Commit string
 	// OnlineDDL, when set, starts the OnlineDDL migrations that sessions
 	// ask for with tessera.ddl_strategy (ddlstrategy.go); without it
 	// those sessions' schema changes are refused.
@@ -120,6 +126,9 @@ func (c Config) validate() error {
 	if c.AuthTimeout < time.Second || c.AuthTimeout > 10*time.Minute {
 		// Postgres's bounds for authentication_timeout.
 		errs = append(errs, errors.New("the authentication timeout must be between 1s and 10m"))
+	}
+	if c.Commit != "" && c.Commit != commitAtomic && c.Commit != commitBestEffort {
+		errs = append(errs, fmt.Errorf("the default commit mode must be %s or %s, not %q", commitAtomic, commitBestEffort, c.Commit))
 	}
 	if c.MaxConnections < 1 {
 		errs = append(errs, errors.New("the connection limit must be at least 1"))

@@ -111,7 +111,7 @@ func newClientConn(srv *Server, nc net.Conn) *clientConn {
 		portals:  map[string]string{},
 		backends: map[string]*backendSession{},
 		batch:    extBatch{group: -1},
-		settings: sessionSettings{autoPrepDefault: autoPrepDefault(srv.cfg.NoAutoPrepare)},
+		settings: sessionSettings{autoPrepDefault: autoPrepDefault(srv.cfg.NoAutoPrepare), commitDefault: srv.cfg.Commit},
 	}
 }
 

@@ -24,8 +24,10 @@ type sessionSettings struct {
 	// commit: tessera.commit, "atomic" (two-phase commit across shards,
 	// the default) or "best_effort" (shard after shard; atomic.go).
 	commit string
-	fanout string // tessera.fanout: "scatter" (default), "multi" or "single"
-	target string // tessera.target: "primary" (default) or "replica"
+	// commitDefault: the router's default for commit (Config.Commit).
+	commitDefault string
+	fanout        string // tessera.fanout: "scatter" (default), "multi" or "single"
+	target        string // tessera.target: "primary" (default) or "replica"
 	// ddlStrategy: tessera.ddl_strategy, "direct" (default), "online" or
 	// "online_wait" (ddlstrategy.go).
 	ddlStrategy string
@@ -148,7 +150,7 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 	case "tessera.tx_mode":
 		return pick(s.txMode, "multi"), nil
 	case "tessera.commit":
-		return pick(s.commit, commitAtomic), nil
+		return pick(s.commit, pick(s.commitDefault, commitAtomic)), nil
 	case "tessera.fanout":
 		return pick(s.fanout, "scatter"), nil
 	case "tessera.target":
@@ -165,7 +167,12 @@ func (s *sessionSettings) replica() bool { return s.target == "replica" }
 
 // atomicCommit reports whether a transaction that wrote on several shards
 // commits with two-phase commit (tessera.commit).
-func (s *sessionSettings) atomicCommit() bool { return s.commit != commitBestEffort }
+func (s *sessionSettings) atomicCommit() bool {
+	if s.commit == "" || s.commit == "default" {
+		return s.commitDefault != commitBestEffort
+	}
+	return s.commit != commitBestEffort
+}
 
 // onlineDDL reports whether schema changes of one table start OnlineDDL
 // migrations.
