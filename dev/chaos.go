@@ -147,3 +147,42 @@ func (c *Cluster) killPostmaster(instanceID string) (*instance, int, error) {
 	}
 	return in, pid, nil
 }
+
+// KillSidecar stops an instance's sidecar at once, as its process dying
+// would: its connections to routers and its backends end (Postgres rolls
+// back their open transactions; prepared ones stay), in-flight requests
+// fail. Postgres keeps running. RestartSidecar brings it back.
+func (c *Cluster) KillSidecar(instanceID string) error {
+	in, _, err := c.instance(instanceID)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	sc := in.sc
+	in.sc = nil
+	c.mu.Unlock()
+	if sc == nil {
+		return fmt.Errorf("the sidecar of %s is not running", instanceID)
+	}
+	// A context already done: no graceful wait for in-flight requests.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sc.Stop(ctx)
+	c.log.Info("sidecar killed on purpose", "instance", instanceID)
+	return nil
+}
+
+// RestartSidecar starts a killed sidecar again.
+func (c *Cluster) RestartSidecar(ctx context.Context, instanceID string) error {
+	in, shard, err := c.instance(instanceID)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	running := in.sc != nil
+	c.mu.Unlock()
+	if running {
+		return fmt.Errorf("the sidecar of %s is running", instanceID)
+	}
+	return c.startSidecar(ctx, shard, in)
+}

@@ -195,6 +195,7 @@ func (c *clientConn) prepareAtomic(ctx context.Context) (*atomicCommit, error) {
 		c.finishPrepared(ctx, ac, false)
 		return nil, err
 	}
+	commitStep(stepPrepared)
 	return ac, nil
 }
 
@@ -302,7 +303,9 @@ func (c *clientConn) afterCommitPoint(ctx context.Context, ac *atomicCommit, b *
 			return "", pgerr.New("08007", "shard %s: lost the connection while committing, and could not read the outcome (%v); recovery will finish the transaction", ac.commitPoint, derr)
 		}
 	}
+	commitStep(stepDecided)
 	warning := c.finishPrepared(ctx, ac, committed)
+	commitStep(stepFinished)
 	if committed {
 		return warning, nil
 	}
@@ -440,6 +443,9 @@ func (c *clientConn) commitAtomicExtended(ctx context.Context, r *routed, fronte
 		var b *backendSession
 		if b, err = c.session(ctx, cp, false); err == nil {
 			xid, err = c.quietValue(b, twophase.RecordCommit(c.srv.cfg.Secret, ac.gid)+";\nSELECT pg_catalog.pg_current_xact_id()::text")
+			if err == nil {
+				commitStep(stepRecorded)
+			}
 		}
 		if err != nil {
 			// No decision is recorded (or recovery's abort is): roll
@@ -470,6 +476,7 @@ func (c *clientConn) commitAtomicExtended(ctx context.Context, r *routed, fronte
 	// transaction committed: had its backend died after the decision
 	// row, the session would run it on a fresh one, which answers COMMIT
 	// (with a warning). The transaction's own status does.
+	commitStep(stepCommitPointAnswered)
 	committed, known := c.xactCommitted(ctx, cp, xid)
 	if !known {
 		var derr error
@@ -481,9 +488,11 @@ func (c *clientConn) commitAtomicExtended(ctx context.Context, r *routed, fronte
 			return true, xerr
 		}
 	}
+	commitStep(stepDecided)
 	if warning := c.finishPrepared(ctx, ac, committed); warning != "" {
 		c.out = appendWarning(c.out, warning)
 	}
+	commitStep(stepFinished)
 	if !committed && !failed {
 		// The COMMIT's answer came from a backend that did not hold the
 		// transaction: say what happened to it.
@@ -567,4 +576,25 @@ func (c *clientConn) xactCommitted(ctx context.Context, shard, xid string) (comm
 		return false, true
 	}
 	return false, false
+}
+
+// The steps of an atomic commit at which tests stop a router process
+// (commitStep).
+const (
+	stepPrepared            = "prepared"              // every participant prepared; nothing decided
+	stepRecorded            = "recorded"              // extended protocol: decision row written, commit point not committed
+	stepCommitPointAnswered = "commit-point-answered" // extended protocol: the client's COMMIT ran on the commit point
+	stepDecided             = "decided"               // the outcome is known; COMMIT/ROLLBACK PREPARED not sent
+	stepFinished            = "finished"              // the prepared parts are finished; the client not yet answered
+)
+
+// commitStepHook, when set (only by tests, before the router starts: see
+// export_test.go), is called at each step of an atomic commit, so that a
+// test can kill the router's process there as a crash would.
+var commitStepHook func(step string)
+
+func commitStep(step string) {
+	if commitStepHook != nil {
+		commitStepHook(step)
+	}
 }

@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -27,35 +28,62 @@ func TestAtomicTransfersUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills Postgres")
 	}
-	const (
-		clients   = 4
-		ledger    = 880000 // ledger rows: order_id ledger + transfer number
-		accounts  = 890000 // client c's accounts: order_id accounts + c, customers 42 and 1
-		runFor    = 8 * time.Second
-		startCash = 1000
-	)
+	w := startTransfers(t, 880000, 890000, func() string { return dsn("store") })
+	faults := map[string]int{}
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Duration(800+rand.IntN(800)) * time.Millisecond)
+		shard := []string{"customer-shard-1", "customer-shard-2"}[rand.IntN(2)]
+		if rand.IntN(3) == 0 {
+			faults[killPostgres(t, shard)]++
+		} else {
+			faults[terminateBackends(t, shard)]++
+		}
+	}
+	t.Logf("faults: %v", faults)
+	w.stopAndCheck(t)
+}
+
+// transfers is the fault tests' workload: transferClients clients, each
+// moving money between its account on customer-shard-1 (customer 42) and
+// its account on customer-shard-2 (customer 1) in transactions that also
+// write a ledger row on both shards (order_id ledger + transfer number),
+// reconnecting after any error to wherever dsn says the router is.
+type transfers struct {
+	ledger, accounts int // order_id ranges: ledger rows from ledger up to accounts; accounts + client
+	mu               sync.Mutex
+	acked            map[int]bool // transfer number → acknowledged
+	timeouts         int          // transfers given up after 15 s
+	stop             chan struct{}
+	wg               sync.WaitGroup
+}
+
+const (
+	transferClients = 4
+	startCash       = 1000
+)
+
+func startTransfers(t *testing.T, ledger, accounts int, dsn func() string) *transfers {
+	t.Helper()
 	ctx := context.Background()
 	setup := connect(t, "store")
 	mustExec(t, setup,
 		"CREATE TABLE IF NOT EXISTS orders (order_id bigint, customer_id bigint, total numeric, PRIMARY KEY (customer_id, order_id))",
-		fmt.Sprintf("DELETE FROM orders WHERE order_id >= %d AND order_id < %d", ledger, accounts+clients))
-	for c := range clients {
+		fmt.Sprintf("DELETE FROM orders WHERE order_id >= %d AND order_id < %d", ledger, accounts),
+		fmt.Sprintf("DELETE FROM orders WHERE order_id >= %d AND order_id < %d", accounts, accounts+transferClients))
+	for c := range transferClients {
 		mustExec(t, setup, fmt.Sprintf("INSERT INTO orders (order_id, customer_id, total) VALUES (%d, 42, %d), (%d, 1, %d)",
 			accounts+c, startCash, accounts+c, startCash))
 	}
-
-	var mu sync.Mutex
-	acked := map[int]bool{} // transfer number → acknowledged
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Add(1)
+	w := &transfers{ledger: ledger, accounts: accounts, acked: map[int]bool{}, stop: make(chan struct{})}
+	for c := range transferClients {
+		w.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer w.wg.Done()
 			var conn *pgx.Conn
-			for n := c; ; n += clients {
+			for n := c; ; n += transferClients {
 				select {
-				case <-stop:
+				case <-w.stop:
 					if conn != nil {
 						conn.Close(ctx)
 					}
@@ -64,7 +92,7 @@ func TestAtomicTransfersUnderFaults(t *testing.T) {
 				}
 				if conn == nil {
 					var err error
-					if conn, err = pgx.Connect(ctx, dsn("store")); err != nil {
+					if conn, err = pgx.Connect(ctx, dsn()); err != nil {
 						time.Sleep(50 * time.Millisecond)
 						continue
 					}
@@ -81,10 +109,30 @@ func TestAtomicTransfersUnderFaults(t *testing.T) {
 				batch.Queue(fmt.Sprintf("INSERT INTO orders (order_id, customer_id, total) VALUES (%d, 42, %d)", ledger+n, -amount))
 				batch.Queue(fmt.Sprintf("INSERT INTO orders (order_id, customer_id, total) VALUES (%d, 1, %d)", ledger+n, amount))
 				batch.Queue("COMMIT")
-				err := conn.SendBatch(ctx, batch).Close()
-				mu.Lock()
-				acked[n] = err == nil
-				mu.Unlock()
+				var err error
+				// A transfer that hangs (its router stuck behind a dead
+				// peer) is given up, as a client's timeout would.
+				tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				if c%2 == 0 {
+					// The extended protocol: pgx's batch.
+					err = conn.SendBatch(tctx, batch).Close()
+				} else {
+					// The simple protocol, a statement at a time.
+					for _, q := range batch.QueuedQueries {
+						if _, err = conn.Exec(tctx, q.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+							break
+						}
+					}
+				}
+				if errors.Is(tctx.Err(), context.DeadlineExceeded) {
+					w.mu.Lock()
+					w.timeouts++
+					w.mu.Unlock()
+				}
+				cancel()
+				w.mu.Lock()
+				w.acked[n] = err == nil
+				w.mu.Unlock()
 				if err != nil {
 					conn.Close(ctx)
 					conn = nil
@@ -92,45 +140,56 @@ func TestAtomicTransfersUnderFaults(t *testing.T) {
 			}
 		}()
 	}
+	return w
+}
 
-	// Faults: terminate every client backend of a shard, or kill its
-	// Postgres, at random moments.
-	primary := func(shard string) (string, string) {
-		for _, s := range cluster.Info().Shards {
-			for _, in := range s.Instances {
-				if s.UID == shard && in.Role == "primary" {
-					return in.ID, fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", in.Port)
-				}
+// primaryOf returns a shard's primary: its instance id and a direct DSN.
+func primaryOf(t *testing.T, shard string) (string, string) {
+	t.Helper()
+	for _, s := range cluster.Info().Shards {
+		for _, in := range s.Instances {
+			if s.UID == shard && in.Role == "primary" {
+				return in.ID, fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", in.Port)
 			}
 		}
-		t.Fatalf("no primary for %s", shard)
-		return "", ""
 	}
-	faults := map[string]int{}
-	deadline := time.Now().Add(runFor)
-	for time.Now().Before(deadline) {
-		time.Sleep(time.Duration(800+rand.IntN(800)) * time.Millisecond)
-		shard := []string{"customer-shard-1", "customer-shard-2"}[rand.IntN(2)]
-		id, addr := primary(shard)
-		if rand.IntN(3) == 0 {
-			if err := cluster.KillPostgres(id); err == nil {
-				faults["kill postgres "+shard]++
-			}
-			continue
-		}
-		if c, err := pgx.Connect(ctx, addr); err == nil {
-			c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'store' AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
-			c.Close(ctx)
-			faults["terminate backends "+shard]++
-		}
-	}
-	close(stop)
-	wg.Wait()
-	t.Logf("faults: %v", faults)
+	t.Fatalf("no primary for %s", shard)
+	return "", ""
+}
 
-	// The shards are back; a recovery pass finishes what the faults left.
+// killPostgres kills a shard's primary's postmaster (pgmanager restarts
+// it in place) and names the fault.
+func killPostgres(t *testing.T, shard string) string {
+	id, _ := primaryOf(t, shard)
+	if err := cluster.KillPostgres(id); err != nil {
+		return "kill postgres failed"
+	}
+	return "kill postgres " + shard
+}
+
+// terminateBackends ends every client backend of a shard's primary.
+func terminateBackends(t *testing.T, shard string) string {
+	_, addr := primaryOf(t, shard)
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, addr)
+	if err != nil {
+		return "terminate backends failed"
+	}
+	defer c.Close(ctx)
+	c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'store' AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+	return "terminate backends " + shard
+}
+
+// stopAndCheck stops the clients, lets recovery finish what the faults
+// left, and checks the invariants: nothing prepared, no transfer half
+// committed, every acknowledged one present, the balances' sum unchanged.
+func (w *transfers) stopAndCheck(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	close(w.stop)
+	w.wg.Wait()
 	for _, shard := range []string{"customer-shard-1", "customer-shard-2"} {
-		_, addr := primary(shard)
+		_, addr := primaryOf(t, shard)
 		waitFor(t, 60*time.Second, func() error {
 			c, err := pgx.Connect(ctx, addr)
 			if err == nil {
@@ -154,7 +213,7 @@ func TestAtomicTransfersUnderFaults(t *testing.T) {
 	// The ledger rows of each shard, by transfer number.
 	rowsOf := func(shard string, customer int) map[int]int {
 		rows, err := direct(t, shard, "store").Query(ctx,
-			"SELECT order_id - $1, total::int FROM orders WHERE order_id >= $1 AND order_id < $2 AND customer_id = $3", ledger, accounts, customer)
+			"SELECT order_id - $1, total::int FROM orders WHERE order_id >= $1 AND order_id < $2 AND customer_id = $3", w.ledger, w.accounts, customer)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +229,7 @@ func TestAtomicTransfersUnderFaults(t *testing.T) {
 	}
 	left, right := rowsOf("customer-shard-1", 42), rowsOf("customer-shard-2", 1)
 	committed, ackedN := 0, 0
-	for n, ok := range acked {
+	for n, ok := range w.acked {
 		_, inLeft := left[n]
 		_, inRight := right[n]
 		if inLeft != inRight {
@@ -186,27 +245,22 @@ func TestAtomicTransfersUnderFaults(t *testing.T) {
 			committed++
 		}
 	}
-	var sum int
-	if err := setup.QueryRow(ctx, fmt.Sprintf("SELECT coalesce(sum(total), 0)::int FROM orders WHERE order_id >= %d AND order_id < %d", accounts, accounts+clients)).Scan(&sum); err != nil {
-		// The router's connection may have been terminated: read the
-		// shards directly.
-		sum = 0
-		for _, s := range []struct {
-			shard    string
-			customer int
-		}{{"customer-shard-1", 42}, {"customer-shard-2", 1}} {
-			var part int
-			if err := direct(t, s.shard, "store").QueryRow(ctx, "SELECT coalesce(sum(total), 0)::int FROM orders WHERE order_id >= $1 AND order_id < $2 AND customer_id = $3",
-				accounts, accounts+clients, s.customer).Scan(&part); err != nil {
-				t.Fatal(err)
-			}
-			sum += part
+	sum := 0
+	for _, s := range []struct {
+		shard    string
+		customer int
+	}{{"customer-shard-1", 42}, {"customer-shard-2", 1}} {
+		var part int
+		if err := direct(t, s.shard, "store").QueryRow(ctx, "SELECT coalesce(sum(total), 0)::int FROM orders WHERE order_id >= $1 AND order_id < $2 AND customer_id = $3",
+			w.accounts, w.accounts+transferClients, s.customer).Scan(&part); err != nil {
+			t.Fatal(err)
 		}
+		sum += part
 	}
-	if sum != 2*clients*startCash {
-		t.Errorf("the balances sum to %d, want %d", sum, 2*clients*startCash)
+	if sum != 2*transferClients*startCash {
+		t.Errorf("the balances sum to %d, want %d", sum, 2*transferClients*startCash)
 	}
-	t.Logf("%d transfers tried, %d acknowledged, %d committed", len(acked), ackedN, committed)
+	t.Logf("%d transfers tried, %d acknowledged, %d committed, %d given up after 15 s", len(w.acked), ackedN, committed, w.timeouts)
 	if ackedN == 0 {
 		t.Error("no transfer was acknowledged: the test proved nothing")
 	}

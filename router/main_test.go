@@ -24,6 +24,11 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	flag.Parse()
+	if spec := os.Getenv(routerProcessEnv); spec != "" {
+		// A router process of a test (routerprocess_test.go): the
+		// cluster is its parent's.
+		return runRouterProcess(spec)
+	}
 	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
 		// Fuzzing (go test -run XXX -fuzz ...) needs no cluster, and its
 		// worker processes must not each start one.
