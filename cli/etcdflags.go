@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tesseradb/tessera/dev"
+	"github.com/tesseradb/tessera/tlsfiles"
 	"github.com/tesseradb/tessera/topo/store"
 )
 
@@ -22,7 +24,10 @@ type clusterFlags struct {
 	cluster    string
 	dataDir    string
 	secretFile string
-	cmd        *cobra.Command
+	// etcd's TLS, and its credentials (the password from a file).
+	etcdTLS                    tlsfiles.Client
+	etcdUser, etcdPasswordFile string
+	cmd                        *cobra.Command
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command) {
@@ -35,6 +40,31 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	pf.StringVar(&f.dataDir, "data", ".tessera", "a dev cluster's data directory, read for its addresses when --etcd is not given")
 	pf.StringVar(&f.secretFile, "secret-file", os.Getenv("TESSERA_SECRET_FILE"),
 		"file holding the cluster credential sidecars require (env TESSERA_SECRET_FILE; default: the dev cluster's)")
+	tlsClientFlags(pf, "etcd", "etcd", &f.etcdTLS)
+	pf.StringVar(&f.etcdUser, "etcd-user", os.Getenv("TESSERA_ETCD_USER"),
+		"etcd user, for an etcd with authentication on (env TESSERA_ETCD_USER; with --etcd-password-file)")
+	pf.StringVar(&f.etcdPasswordFile, "etcd-password-file", os.Getenv("TESSERA_ETCD_PASSWORD_FILE"),
+		"file holding the etcd user's password (env TESSERA_ETCD_PASSWORD_FILE)")
+}
+
+// etcdOptions reads the files that secure the connection to etcd.
+func (f *clusterFlags) etcdOptions() (store.DialOptions, error) {
+	var opts store.DialOptions
+	var err error
+	if opts.TLS, err = f.etcdTLS.Config(); err != nil {
+		return opts, fmt.Errorf("etcd TLS: %w", err)
+	}
+	if (f.etcdUser == "") != (f.etcdPasswordFile == "") {
+		return opts, errors.New("etcd credentials need both --etcd-user and --etcd-password-file")
+	}
+	if f.etcdUser != "" {
+		data, err := os.ReadFile(f.etcdPasswordFile)
+		if err != nil {
+			return opts, fmt.Errorf("reading the etcd password: %w", err)
+		}
+		opts.Username, opts.Password = f.etcdUser, strings.TrimRight(string(data), "\r\n")
+	}
+	return opts, nil
 }
 
 // devInfo returns the dev cluster's cluster.json when --etcd was not given.
@@ -55,7 +85,11 @@ func (f *clusterFlags) dial(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return store.Dial(ctx, list, cluster)
+	opts, err := f.etcdOptions()
+	if err != nil {
+		return nil, err
+	}
+	return store.DialWith(ctx, list, cluster, opts)
 }
 
 // locate returns the etcd endpoints and the cluster name the flags give.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -42,6 +43,12 @@ every connection; the password is never on the command line or in logs.`,
 				return err
 			}
 			cfg.TemporalAddr, cfg.Namespace = tflags.address(), tflags.namespace
+			if cfg.Etcd, err = flags.etcdOptions(); err != nil {
+				return err
+			}
+			if cfg.TemporalTLS, err = tflags.tls.Config(); err != nil {
+				return fmt.Errorf("Temporal TLS: %w", err)
+			}
 			if cfg.Logger, err = newLogger(cmd.ErrOrStderr(), logLevel); err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tesseradb/tessera/router"
+	"github.com/tesseradb/tessera/tlsfiles"
 	"github.com/tesseradb/tessera/workflows/launch"
 )
 
@@ -20,6 +21,7 @@ func newRouterCommand() *cobra.Command {
 	var cfg router.Config
 	var debugAddr, temporalAddr, namespace string
 	var drainGrace time.Duration
+	var temporalTLS, sidecarTLS tlsfiles.Client
 	var metricsAddr, logLevel string
 	cmd := &cobra.Command{
 		Use:   "router",
@@ -58,8 +60,15 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 				return err
 			}
 			cfg.Store = s
+			if cfg.SidecarTLS, err = sidecarTLS.Config(); err != nil {
+				return fmt.Errorf("sidecar TLS: %w", err)
+			}
+			temporalConfig, err := temporalTLS.Config()
+			if err != nil {
+				return fmt.Errorf("Temporal TLS: %w", err)
+			}
 			if temporalAddr != "" {
-				starter := &launch.RouterOnlineDDL{Addr: temporalAddr, Namespace: namespace}
+				starter := &launch.RouterOnlineDDL{Addr: temporalAddr, Namespace: namespace, TLS: temporalConfig}
 				defer starter.Close()
 				cfg.OnlineDDL = starter
 				cfg.CommitRecovery = starter.StartCommitRecovery
@@ -100,6 +109,8 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 	cmd.Flags().StringVar(&temporalAddr, "temporal", os.Getenv("TESSERA_TEMPORAL"),
 		"Temporal frontend host:port where tessera.ddl_strategy starts OnlineDDL migrations (env TESSERA_TEMPORAL; without it they are refused)")
 	cmd.Flags().StringVar(&namespace, "namespace", envOr("TESSERA_NAMESPACE", "default"), "Temporal namespace (env TESSERA_NAMESPACE)")
+	tlsClientFlags(cmd.Flags(), "temporal", "Temporal", &temporalTLS)
+	tlsClientFlags(cmd.Flags(), "sidecar", "the sidecars", &sidecarTLS)
 	cmd.Flags().DurationVar(&drainGrace, "drain-grace", 30*time.Second,
 		"on SIGTERM or Ctrl-C, how long running statements and open transactions have to finish before their sessions are ended (57P01)")
 	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)

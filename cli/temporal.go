@@ -17,6 +17,7 @@ import (
 
 	"github.com/tesseradb/tessera/dev"
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/tlsfiles"
 	"github.com/tesseradb/tessera/workflows"
 	"github.com/tesseradb/tessera/workflows/launch"
 )
@@ -30,6 +31,7 @@ const defaultTemporal = "127.0.0.1:7233"
 type temporalFlags struct {
 	addr      string
 	namespace string
+	tls       tlsfiles.Client
 	dataDir   *string
 }
 
@@ -40,6 +42,7 @@ func (f *temporalFlags) register(cmd *cobra.Command, dataDir *string) {
 	fl.StringVar(&f.addr, "temporal", os.Getenv("TESSERA_TEMPORAL"),
 		"Temporal frontend host:port (env TESSERA_TEMPORAL; default: the dev cluster's, else "+defaultTemporal+")")
 	fl.StringVar(&f.namespace, "namespace", envOr("TESSERA_NAMESPACE", "default"), "Temporal namespace (env TESSERA_NAMESPACE)")
+	tlsClientFlags(fl, "temporal", "Temporal", &f.tls)
 	if dataDir == nil {
 		dataDir = new(string)
 		fl.StringVar(dataDir, "data", ".tessera", "a dev cluster's data directory, read for Temporal's address when --temporal is not given")
@@ -63,9 +66,14 @@ func (f *temporalFlags) dial(ctx context.Context) (client.Client, error) {
 	addr := f.address()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	tlsConfig, err := f.tls.Config()
+	if err != nil {
+		return nil, err
+	}
 	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  addr,
-		Namespace: f.namespace,
+		HostPort:          addr,
+		Namespace:         f.namespace,
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig},
 		// The SDK logs every start and retry; failures come back as errors.
 		Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/tesseradb/tessera/tlsfiles"
 	"github.com/tesseradb/tessera/worker"
 )
 
@@ -16,6 +17,7 @@ func newWorkerCommand() *cobra.Command {
 	var flags clusterFlags
 	var tflags temporalFlags
 	var cfg worker.Config
+	var sidecarTLS tlsfiles.Client
 	var debugAddr, logLevel, metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -46,6 +48,15 @@ workers as you like against one cluster.`,
 			if cfg.Secret, err = flags.secret(); err != nil {
 				return err
 			}
+			if cfg.Etcd, err = flags.etcdOptions(); err != nil {
+				return err
+			}
+			if cfg.TemporalTLS, err = tflags.tls.Config(); err != nil {
+				return fmt.Errorf("Temporal TLS: %w", err)
+			}
+			if cfg.TLS, err = sidecarTLS.Config(); err != nil {
+				return fmt.Errorf("sidecar TLS: %w", err)
+			}
 			cfg.TemporalAddr, cfg.Namespace = tflags.address(), tflags.namespace
 			if cfg.Logger, err = newLogger(cmd.ErrOrStderr(), logLevel); err != nil {
 				return err
@@ -65,6 +76,7 @@ workers as you like against one cluster.`,
 	flags.register(cmd)
 	tflags.register(cmd, &flags.dataDir)
 	f := cmd.Flags()
+	tlsClientFlags(f, "sidecar", "the sidecars", &sidecarTLS)
 	f.BoolVar(&cfg.Admin, "admin", true, "also run an admin (health monitor and recovery-leadership candidate)")
 	f.DurationVar(&cfg.AdminConfig.DetectWindow, "detect-window", 0, "how long a primary must be down before it is failed over (default 1.5s)")
 	f.StringVar(&cfg.ID, "id", "", "name in discovery and the admin election (default host-pid)")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestAtomicTransfersUnderFaults(t *testing.T) {
 	}
 	w := startTransfers(t, 880000, 890000, func() string { return dsn("store") })
 	faults := map[string]int{}
-	deadline := time.Now().Add(8 * time.Second)
+	deadline := time.Now().Add(faultTestTime(8 * time.Second))
 	for time.Now().Before(deadline) {
 		time.Sleep(time.Duration(800+rand.IntN(800)) * time.Millisecond)
 		shard := []string{"customer-shard-1", "customer-shard-2"}[rand.IntN(2)]
@@ -264,6 +265,15 @@ func (w *transfers) stopAndCheck(t *testing.T) {
 	if ackedN == 0 {
 		t.Error("no transfer was acknowledged: the test proved nothing")
 	}
+}
+
+// faultTestTime is how long a fault test runs: def, or longer on demand
+// (TESSERA_ATOMIC_FAULT_TIME=5m, for thousands of transfers).
+func faultTestTime(def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("TESSERA_ATOMIC_FAULT_TIME")); err == nil && d > def {
+		return d
+	}
+	return def
 }
 
 func mustExecQuietly(conn *pgx.Conn, sql string) { conn.Exec(context.Background(), sql) }

@@ -30,11 +30,13 @@ import (
 // worker's death: the activity's context ends at a random moment), and
 // a whole recovery pass runs (as the schedule's would). It
 // runs until every step has killed a router at least once (at least 10 s,
-// at most 90 s); then the invariants of stopAndCheck.
+// or TESSERA_ATOMIC_FAULT_TIME, and at most 80 s more); then the
+// invariants of stopAndCheck.
 func TestAtomicTransfersUnderProcessKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills routers, sidecars and Postgres")
 	}
+	runFor := faultTestTime(10 * time.Second)
 	var addr atomic.Pointer[string]
 	first, err := startRouterProcess(t, "", 0)
 	if err != nil {
@@ -56,7 +58,7 @@ func TestAtomicTransfersUnderProcessKills(t *testing.T) {
 		routersDone <- func() error {
 			for i := 0; ; i++ {
 				step := router.CommitSteps[i%len(router.CommitSteps)]
-				p, err := startRouterProcess(t, step, 1+rand.IntN(5))
+				p, err := startRouterProcess(t, step, 1+rand.IntN(5*int(runFor/(10*time.Second))))
 				if err != nil {
 					return err
 				}
@@ -93,7 +95,7 @@ func TestAtomicTransfersUnderProcessKills(t *testing.T) {
 	faults := map[string]int{}
 	ctx := context.Background()
 	start := time.Now()
-	for i := 0; time.Since(start) < 10*time.Second || (!allSteps() && time.Since(start) < 90*time.Second); i++ {
+	for i := 0; time.Since(start) < runFor || (!allSteps() && time.Since(start) < runFor+80*time.Second); i++ {
 		time.Sleep(time.Duration(800+rand.IntN(800)) * time.Millisecond)
 		shard := []string{"customer-shard-1", "customer-shard-2"}[rand.IntN(2)]
 		switch i % 5 {

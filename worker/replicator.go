@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,9 +27,12 @@ type ReplicatorConfig struct {
 	TemporalAddr string
 	// Namespace is the Temporal namespace (default "default").
 	Namespace string
-	// EtcdEndpoints and Cluster locate the topology service.
+	// EtcdEndpoints and Cluster locate the topology service; Etcd and
+	// TemporalTLS secure the connections, as the worker's.
 	EtcdEndpoints []string
 	Cluster       string
+	Etcd          store.DialOptions
+	TemporalTLS   *tls.Config
 	// Shard is the shard whose copies and streams it runs, on task queue
 	// workflows.ReplicatorQueue(Shard).
 	Shard string
@@ -113,13 +117,14 @@ func StartReplicator(ctx context.Context, cfg ReplicatorConfig) (_ *Replicator, 
 			r.Stop(context.WithoutCancel(ctx))
 		}
 	}()
-	if r.store, err = store.Dial(ctx, cfg.EtcdEndpoints, cfg.Cluster); err != nil {
+	if r.store, err = store.DialWith(ctx, cfg.EtcdEndpoints, cfg.Cluster, cfg.Etcd); err != nil {
 		return nil, err
 	}
 	r.temporal, err = client.DialContext(ctx, client.Options{
-		HostPort:  cfg.TemporalAddr,
-		Namespace: cfg.Namespace,
-		Logger:    tlog.NewStructuredLogger(log),
+		HostPort:          cfg.TemporalAddr,
+		Namespace:         cfg.Namespace,
+		Logger:            tlog.NewStructuredLogger(log),
+		ConnectionOptions: client.ConnectionOptions{TLS: cfg.TemporalTLS},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Temporal at %s: %w", cfg.TemporalAddr, err)

@@ -31,9 +31,13 @@ type Config struct {
 	TemporalAddr string
 	// Namespace is the Temporal namespace (default "default").
 	Namespace string
-	// EtcdEndpoints and Cluster locate the topology service.
+	// EtcdEndpoints and Cluster locate the topology service; Etcd
+	// secures the connection (TLS, credentials).
 	EtcdEndpoints []string
 	Cluster       string
+	Etcd          store.DialOptions
+	// TemporalTLS, when set, is used to reach Temporal.
+	TemporalTLS *tls.Config
 	// Secret is the cluster credential sidecars require; TLS, when set,
 	// is used to reach them.
 	Secret string
@@ -140,16 +144,17 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 			w.Stop(context.WithoutCancel(ctx))
 		}
 	}()
-	if w.store, err = store.Dial(ctx, cfg.EtcdEndpoints, cfg.Cluster); err != nil {
+	if w.store, err = store.DialWith(ctx, cfg.EtcdEndpoints, cfg.Cluster, cfg.Etcd); err != nil {
 		return nil, err
 	}
 	// Dial checks that the frontend answers, so a wrong address fails
 	// here rather than on the first workflow.
 	w.temporal, err = client.DialContext(ctx, client.Options{
-		HostPort:       cfg.TemporalAddr,
-		Namespace:      cfg.Namespace,
-		Logger:         tlog.NewStructuredLogger(log),
-		MetricsHandler: metricsHandler(cfg.Metrics),
+		HostPort:          cfg.TemporalAddr,
+		Namespace:         cfg.Namespace,
+		Logger:            tlog.NewStructuredLogger(log),
+		MetricsHandler:    metricsHandler(cfg.Metrics),
+		ConnectionOptions: client.ConnectionOptions{TLS: cfg.TemporalTLS},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Temporal at %s: %w", cfg.TemporalAddr, err)

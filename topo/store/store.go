@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -49,12 +50,28 @@ func New(cli *clientv3.Client, cluster string) *Store {
 // read within DialTimeout and before ctx ends, so a wrong address shows up
 // at once rather than on first use.
 func Dial(ctx context.Context, endpoints []string, cluster string) (*Store, error) {
+	return DialWith(ctx, endpoints, cluster, DialOptions{})
+}
+
+// DialOptions secure the connection to etcd.
+type DialOptions struct {
+	// TLS, when set, is used for every endpoint (which must then be
+	// https://): the server's certificate is verified, and the client's
+	// is presented to a server that requires one.
+	TLS *tls.Config
+	// Username and Password authenticate to an etcd with auth enabled.
+	Username, Password string
+}
+
+// DialWith is Dial over a secured connection.
+func DialWith(ctx context.Context, endpoints []string, cluster string, opts DialOptions) (*Store, error) {
 	if err := CheckCluster(cluster); err != nil {
 		return nil, err
 	}
 	// The client's own logger would print every retry; failures that
 	// matter come back as errors.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: DialTimeout, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: DialTimeout, Logger: zap.NewNop(),
+		TLS: opts.TLS, Username: opts.Username, Password: opts.Password})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to etcd at %s: %w", strings.Join(endpoints, ","), err)
 	}

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"sync"
@@ -19,8 +20,10 @@ import (
 // a failed dial, so that a router starts, and serves everything else,
 // while Temporal is away.
 type RouterOnlineDDL struct {
-	// Addr and Namespace locate Temporal's frontend.
+	// Addr and Namespace locate Temporal's frontend; TLS, when set, is
+	// used to reach it.
 	Addr, Namespace string
+	TLS             *tls.Config
 	// Queue is the task queue of the workers that run migrations.
 	Queue string
 
@@ -39,7 +42,8 @@ func (r *RouterOnlineDDL) client(ctx context.Context) (client.Client, error) {
 	defer cancel()
 	c, err := client.DialContext(ctx, client.Options{
 		HostPort: r.Addr, Namespace: r.Namespace,
-		Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		Logger:            tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{TLS: r.TLS},
 	})
 	if err != nil {
 		return nil, pgerr.New("08001", "cannot reach Temporal at %s to start the migration: %v", r.Addr, err)

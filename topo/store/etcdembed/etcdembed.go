@@ -5,6 +5,7 @@
 package etcdembed
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -47,6 +49,10 @@ type Options struct {
 	// ClientAddr is the client listen address; empty means 127.0.0.1 on
 	// a port the kernel chooses.
 	ClientAddr string
+	// CertFile and KeyFile, when set, make the client port TLS only
+	// (https endpoints); ClientCAFile, when set too, requires clients to
+	// present a certificate it signed.
+	CertFile, KeyFile, ClientCAFile string
 }
 
 // Run starts a member as StartServer does, placed by opts.
@@ -66,7 +72,11 @@ func Run(opts Options) (*Server, error) {
 	// collide; the member never dials its own peer URL, so it need not be
 	// reachable, and the client port is read back from the listener.
 	local := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	client := url.URL{Scheme: "http", Host: clientAddr}
+	scheme := "http"
+	if opts.CertFile != "" {
+		scheme = "https"
+	}
+	client := url.URL{Scheme: scheme, Host: clientAddr}
 	cfg := embed.NewConfig()
 	cfg.Name = "etcdembed"
 	cfg.Dir = dir
@@ -75,6 +85,12 @@ func Run(opts Options) (*Server, error) {
 	cfg.ListenPeerUrls = []url.URL{local}
 	cfg.AdvertisePeerUrls = []url.URL{local}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if opts.CertFile != "" {
+		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = opts.CertFile, opts.KeyFile
+		if opts.ClientCAFile != "" {
+			cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = opts.ClientCAFile, true
+		}
+	}
 	// Tests and `tessera dev` want etcd silent; StartServer reports the
 	// failures that matter.
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
@@ -103,9 +119,39 @@ func Run(opts Options) (*Server, error) {
 		return nil, errors.New("starting embedded etcd: not ready after " + startTimeout.String())
 	}
 	for _, l := range e.Clients {
-		s.Endpoints = append(s.Endpoints, "http://"+l.Addr().String())
+		s.Endpoints = append(s.Endpoints, scheme+"://"+l.Addr().String())
 	}
 	return s, nil
+}
+
+// EnableAuth turns etcd's authentication on: a root user with
+// rootPassword, and user with password, whose role may read and write
+// every key under prefix.
+func (s *Server) EnableAuth(rootPassword, user, password, prefix string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: s.Endpoints, DialTimeout: startTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	for _, step := range []func() error{
+		func() error { _, err := cli.UserAdd(ctx, "root", rootPassword); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := cli.RoleAdd(ctx, user); return err },
+		func() error {
+			_, err := cli.RoleGrantPermission(ctx, user, prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := cli.UserAdd(ctx, user, password); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, user, user); return err },
+		func() error { _, err := cli.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			return fmt.Errorf("enabling etcd authentication: %w", err)
+		}
+	}
+	return nil
 }
 
 // Stop stops the member and removes its data if it was temporary.
