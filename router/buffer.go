@@ -84,6 +84,7 @@ type buffers struct {
 	signals *signalClock  // when this router saw each planned signal
 	tables  *tableBuffers // a cutover's signals (tablebuffer.go)
 
+	metrics *bufferMetrics
 	waiting atomic.Int64 // statements waiting now, over all shards and table buffers
 	live    atomic.Int64 // episodes not yet ended
 
@@ -99,7 +100,7 @@ type episode struct {
 }
 
 func newBuffers(cfg BufferConfig, sh *shards) *buffers {
-	b := &buffers{cfg: cfg, shards: sh, now: time.Now, episodes: map[string]*episode{}}
+	b := &buffers{cfg: cfg, shards: sh, now: time.Now, episodes: map[string]*episode{}, metrics: newBufferMetrics()}
 	b.signals = newSignalClock(func() time.Time { return b.now() })
 	b.tables = newTableBuffers(func() time.Time { return b.now() })
 	return b
@@ -134,12 +135,21 @@ type ticket struct {
 // hold waits while the shard is buffering, at most until the ticket's
 // deadline. It returns at once when nothing buffers, which is the hot
 // path: two atomic loads unless an episode or a signal exists.
-func (b *buffers) hold(ctx context.Context, shard string, t *ticket) error {
+func (b *buffers) hold(ctx context.Context, shard string, t *ticket) (err error) {
 	if b == nil || (!t.waited && b.live.Load() == 0 && !b.shards.anyBuffering.Load()) {
 		return nil
 	}
+	start, waitedHere := time.Now(), false
+	defer func() {
+		if waitedHere {
+			b.metrics.observe("primary", start, err)
+		}
+	}()
 	for {
 		wait, ep := b.mustWait(shard)
+		if wait {
+			waitedHere = true
+		}
 		if !wait {
 			if ep != nil && t.waited {
 				// Leave in order, a batch at a time.

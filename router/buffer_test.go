@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"testing"
 	"time"
 
@@ -114,6 +115,13 @@ func TestBufferingOnPlannedSignal(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the statement was not released when the signal ended")
 	}
+	// The wait is in the router's metrics.
+	if n := metricValue(t, cluster.Metrics(), "tessera_router_buffered_statements_total", "buffer", "primary", "outcome", "released"); n < 1 {
+		t.Errorf("tessera_router_buffered_statements_total{buffer=primary,outcome=released} = %v after a buffered statement was released", n)
+	}
+	if n := metricValue(t, cluster.Metrics(), "tessera_router_buffer_wait_seconds", "buffer", "primary"); n < 1 {
+		t.Errorf("tessera_router_buffer_wait_seconds{buffer=primary} counted %v waits", n)
+	}
 
 	// A statement that waits longer than the window gets 57P03.
 	short := secondRouter(t, router.BufferConfig{Window: 500 * time.Millisecond})
@@ -213,4 +221,44 @@ func TestBufferingHidesAReadOnlyPrimary(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM buffer_probe WHERE id IN (10, 11)").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("rows 10 and 11: %d, %v; want only the buffered one", n, err)
 	}
+}
+
+// metricValue returns the value of a counter (or the count of a
+// histogram) named name whose labels include the given name, value pairs,
+// summed over the series that match.
+func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue series
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -84,6 +84,9 @@ func newRouterMetrics(s *Server) *routerMetrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tessera_router_query_stats_entries", Help: "Normalized statements tessera.query_stats holds."},
 			func() float64 { return float64(s.queryStats.len()) }),
 	)
+	if s.buffers != nil {
+		s.buffers.metrics.register(m.reg, s.buffers)
+	}
 	return m
 }
 

@@ -237,12 +237,17 @@ func (b *buffers) tablesHeld() bool {
 // statements name, and reports whether it waited: then the caller plans
 // the statements again, against the topology now in force. Statements
 // leave in order of arrival, releaseBatch at a time.
-func (b *buffers) holdForTables(ctx context.Context, stmts []*plannedStmt, h *tableHold) (bool, error) {
+func (b *buffers) holdForTables(ctx context.Context, stmts []*plannedStmt, h *tableHold) (waited bool, err error) {
 	if !b.tablesHeld() {
 		return false, nil
 	}
 	defer b.endWait(h)
-	waited := false
+	start := time.Now()
+	defer func() {
+		if waited {
+			b.metrics.observe("table", start, err)
+		}
+	}()
 	for {
 		changed := b.tables.changes()
 		s := b.tables.covering(stmts)
