@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,6 +10,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/tesseradb/tessera/docker/grafana"
 	tessworker "github.com/tesseradb/tessera/worker"
 )
 
@@ -63,5 +65,27 @@ func TestTemporalMetrics(t *testing.T) {
 		if samples[name] != 1 {
 			t.Errorf("%s: %d samples, want 1", name, samples[name])
 		}
+	}
+	// The Grafana dashboard (docker/grafana) reads the worker's metrics
+	// under the names exported here.
+	names, err := grafana.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, mf := range mfs {
+		exported[mf.GetName()] = true
+	}
+	read := 0
+	for _, name := range names {
+		if strings.HasPrefix(name, "temporal_") {
+			read++
+			if !exported[name] {
+				t.Errorf("the dashboard reads %s, which the worker does not export", name)
+			}
+		}
+	}
+	if read == 0 {
+		t.Error("the dashboard reads none of the worker's metrics")
 	}
 }

@@ -3,12 +3,14 @@ package router_test
 import (
 	"context"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tesseradb/tessera/docker/grafana"
 	"github.com/tesseradb/tessera/router"
 	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
@@ -122,6 +124,11 @@ func TestBufferingOnPlannedSignal(t *testing.T) {
 	if n := metricValue(t, cluster.Metrics(), "tessera_router_buffer_wait_seconds", "buffer", "primary"); n < 1 {
 		t.Errorf("tessera_router_buffer_wait_seconds{buffer=primary} counted %v waits", n)
 	}
+	// Every metric of the router and the sidecars that the Grafana
+	// dashboard (docker/grafana) reads is one they export (an error makes
+	// the errors' counter exist).
+	other.Exec(ctx, "SELECT * FROM dashboard_missing_table")
+	checkDashboardReads(t, cluster.Metrics(), "tessera_")
 
 	// A statement that waits longer than the window gets 57P03.
 	short := secondRouter(t, router.BufferConfig{Window: 500 * time.Millisecond})
@@ -261,4 +268,35 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels ...str
 		}
 	}
 	return sum
+}
+
+// checkDashboardReads fails the test unless every metric with prefix that
+// the Grafana dashboard reads is one g gathers.
+func checkDashboardReads(t *testing.T, g prometheus.Gatherer, prefix string) {
+	t.Helper()
+	names, err := grafana.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, f := range families {
+		exported[f.GetName()] = true
+	}
+	checked := 0
+	for _, name := range names {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		checked++
+		if !exported[name] {
+			t.Errorf("the dashboard reads %s, which no component exports", name)
+		}
+	}
+	if checked == 0 {
+		t.Errorf("the dashboard reads no metric beginning %s", prefix)
+	}
 }
