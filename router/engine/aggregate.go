@@ -109,6 +109,7 @@ func (a *Aggregate) Next() (Row, bool, error) {
 	}
 	g := a.order[a.next]
 	a.next++
+	a.emitted()
 	values, err := a.finish(g)
 	if err != nil {
 		return Row{}, false, err

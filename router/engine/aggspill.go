@@ -101,6 +101,18 @@ func (a *Aggregate) nextSpilled() (Row, bool, error) {
 	}
 }
 
+// emitted lets the group just answered go, and its share of the memory
+// with it, for the operators above: a Sort filling from an Aggregate
+// takes what the Aggregate gives back.
+func (a *Aggregate) emitted() {
+	a.groups = nil // no more rows come to look groups up
+	left := int64(len(a.order) - a.next + 1)
+	a.order[a.next-1] = nil
+	n := a.spill.held / left
+	a.mem.shrink(n)
+	a.spill.held -= n
+}
+
 // release gives back the memory of an Aggregate whose groups are all
 // answered.
 func (a *Aggregate) release() {

@@ -10,11 +10,19 @@ import (
 // it holds more (grow); refused, it spills to a file instead. A nil
 // *Memory is no budget: everything is held in memory, nothing spills.
 //
+// The query's budget is shared out among the operators that may spill
+// (share), as Postgres gives each sort and hash its work_mem, so that
+// one cannot starve the next: an Aggregate feeding a Sort holds its
+// groups while the Sort fills.
+//
 // One query's operators run on one goroutine: used needs no lock; the
 // router's total is shared by every query and is atomic.
 type Memory struct {
-	limit  int64
-	used   int64
+	limit int64
+	used  int64
+	// query is the query's Memory, for an operator's share; nil for the
+	// query's own, which keeps the peak and the files.
+	query  *Memory
 	peak   int64
 	router *RouterMemory
 	spill  *SpillArea
@@ -38,6 +46,15 @@ func (r *RouterMemory) Used() int64 { return r.used.Load() }
 // spilling to area.
 func NewMemory(limit int64, router *RouterMemory, area *SpillArea) *Memory {
 	return &Memory{limit: limit, router: router, spill: area}
+}
+
+// share returns one of k equal shares of the query's budget, for one
+// operator.
+func (m *Memory) share(k int) *Memory {
+	if m == nil {
+		return nil
+	}
+	return &Memory{limit: m.limit / int64(max(k, 1)), query: m, router: m.router, spill: m.spill}
 }
 
 // grow reserves n bytes, or reports false, reserving nothing, when the
@@ -71,6 +88,10 @@ func (m *Memory) force(n int64) {
 
 func (m *Memory) add(n int64) {
 	m.used += n
+	if q := m.query; q != nil {
+		q.used += n
+		q.peak = max(q.peak, q.used)
+	}
 	m.peak = max(m.peak, m.used)
 }
 
@@ -80,6 +101,9 @@ func (m *Memory) shrink(n int64) {
 		return
 	}
 	m.used -= n
+	if m.query != nil {
+		m.query.used -= n
+	}
 	if m.router != nil {
 		m.router.used.Add(-n)
 	}
@@ -105,12 +129,12 @@ func (m *Memory) SpilledBytes() int64 {
 	return n
 }
 
-// Close ends the query: what it still accounts goes back to the router
+// Close ends the query (on the query's Memory, not a share): what it still accounts goes back to the router
 // and its spill files are closed (their names were removed when they
 // were made, so closing them frees their space). Call it once the query
 // ends, by completion, error or cancel.
 func (m *Memory) Close() {
-	if m == nil {
+	if m == nil || m.query != nil {
 		return
 	}
 	m.shrink(m.used)

@@ -39,6 +39,11 @@ func (p *Plan) Build(inputs []Operator, format func(column int) Format) Operator
 // BuildWithin is Build under a memory budget: its Sort and Aggregate
 // spill to mem's files past it (nil: no budget).
 func (p *Plan) BuildWithin(inputs []Operator, format func(column int) Format, mem *Memory) Operator {
+	// Each operator that may spill gets its share of the budget.
+	aggMem, sortMem := mem, mem
+	if p.Aggregate != nil && len(p.Sort) > 0 {
+		aggMem, sortMem = mem.share(2), mem.share(2)
+	}
 	var op Operator
 	if len(p.Merge) > 0 {
 		op = NewMerge(inputs, p.Merge, format)
@@ -47,7 +52,7 @@ func (p *Plan) BuildWithin(inputs []Operator, format func(column int) Format, me
 	}
 	if p.Aggregate != nil {
 		agg := NewAggregate(op, p.Aggregate, p.Scalar, format)
-		agg.mem = mem
+		agg.mem = aggMem
 		op = agg
 	}
 	if len(p.Having) > 0 {
@@ -55,7 +60,7 @@ func (p *Plan) BuildWithin(inputs []Operator, format func(column int) Format, me
 	}
 	if len(p.Sort) > 0 {
 		sort := NewSort(op, p.Sort, format)
-		sort.mem = mem
+		sort.mem = sortMem
 		op = sort
 	}
 	if p.Offset > 0 || p.Limit >= 0 {

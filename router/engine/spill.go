@@ -50,6 +50,11 @@ func errSpillQuota(quota int64) error {
 // spill (out_of_memory).
 var errNoSpillArea = pgerr.New("53200", "out of memory: the query passed its memory budget (tessera.query_memory) and the router has no spill area")
 
+// spillBuffer is the size of a spill file's write or read buffer. These
+// are not counted in the budget: an Aggregate writes to at most
+// aggPartitions files at once, a Sort's merge reads at most maxRuns.
+const spillBuffer = 16 << 10
+
 // spillFile is one file of rows, written once, then read once.
 type spillFile struct {
 	f       *os.File
@@ -68,8 +73,12 @@ func (m *Memory) newSpillFile() (*spillFile, error) {
 		return nil, diskError(err)
 	}
 	os.Remove(f.Name())
-	sf := &spillFile{f: f, w: bufio.NewWriterSize(f, 64<<10), area: m.spill}
-	m.files = append(m.files, sf)
+	sf := &spillFile{f: f, w: bufio.NewWriterSize(f, spillBuffer), area: m.spill}
+	q := m
+	if m.query != nil {
+		q = m.query
+	}
+	q.files = append(q.files, sf)
 	return sf, nil
 }
 
@@ -96,7 +105,7 @@ func (s *spillFile) rows() (*spillReader, error) {
 		return nil, diskError(err)
 	}
 	s.w = nil
-	return &spillReader{r: bufio.NewReaderSize(s.f, 64<<10)}, nil
+	return &spillReader{r: bufio.NewReaderSize(s.f, spillBuffer)}, nil
 }
 
 // close frees the file and its share of the quota; the query's Memory
