@@ -217,14 +217,21 @@ func allRows(t *testing.T, conn *pgx.Conn, sql string) [][]string {
 	return out
 }
 
-// TestSortAndGroupByTwentyTimesTheBudget: see above.
-func TestSortAndGroupByTwentyTimesTheBudget(t *testing.T) {
+// TestEngineOverManyRows loads the rows once for the engine's memory
+// (above) and its streaming (stream_test.go).
+func TestEngineOverManyRows(t *testing.T) {
 	budget := spillBudget(t)
 	n := spillRows(budget)
 	began := time.Now()
 	ref := loadSpillRows(t, n)
 	t.Logf("loaded 2 × %d rows in %v", n, time.Since(began).Round(time.Millisecond))
-	addr := startRouterWith(t, router.Config{InProcessSidecars: true,
+	t.Run("spill", func(t *testing.T) { checkSpill(t, ref, budget) })
+	t.Run("merge streams", func(t *testing.T) { checkMergeStreams(t, ref) })
+	t.Run("error mid-stream", func(t *testing.T) { checkErrorMidStream(t, ref, n) })
+}
+
+// checkSpill runs a sort and a GROUP BY of 20 budgets (see above).
+func checkSpill(t *testing.T, ref *pgx.Conn, budget int64) {	addr := startRouterWith(t, router.Config{InProcessSidecars: true,
 		Memory: router.MemoryConfig{Budget: 4 * budget, SpillDir: t.TempDir(), SpillQuota: 100 * budget}})
 	conn, err := pgx.Connect(context.Background(), fmt.Sprintf("postgres://postgres:postgres@%s/store?sslmode=disable", addr))
 	if err != nil {
