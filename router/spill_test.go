@@ -231,7 +231,8 @@ func TestEngineOverManyRows(t *testing.T) {
 }
 
 // checkSpill runs a sort and a GROUP BY of 20 budgets (see above).
-func checkSpill(t *testing.T, ref *pgx.Conn, budget int64) {	addr := startRouterWith(t, router.Config{InProcessSidecars: true,
+func checkSpill(t *testing.T, ref *pgx.Conn, budget int64) {
+	addr := startRouterWith(t, router.Config{InProcessSidecars: true,
 		Memory: router.MemoryConfig{Budget: 4 * budget, SpillDir: t.TempDir(), SpillQuota: 100 * budget}})
 	conn, err := pgx.Connect(context.Background(), fmt.Sprintf("postgres://postgres:postgres@%s/store?sslmode=disable", addr))
 	if err != nil {
