@@ -93,6 +93,7 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 	f.BoolVar(&cfg.RouterOverSockets, "router-over-sockets", false, "the router reaches the sidecars by their unix sockets, as from another process, instead of by function call (benchmarks compare)")
 	f.BoolVar(&withTemporal, "temporal", true, "run the embedded Temporal server with a worker and the failover monitor (false: no operations workflows, no automatic failover; benchmarks use it)")
 	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)
+	memoryFlags(cmd, &cfg.RouterMemory)
 	f.IntVar(&cfg.PipelineConns, "pipeline-conns", 0, "connections per pool that autocommit statements share, pipelined (0: one per CPU; -1: none, every statement gets a connection of its own)")
 	f.IntVar(&cfg.TemporalPort, "temporal-port", 7233, "Temporal frontend port")
 	f.IntVar(&cfg.TemporalUIPort, "temporal-ui-port", 8233, "Temporal Web UI port")

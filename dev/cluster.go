@@ -288,6 +288,7 @@ func (c *Cluster) startRouter(ctx context.Context) error {
 		// The sidecars run in this process.
 		InProcessSidecars: !c.cfg.RouterOverSockets,
 		NoAutoPrepare:     c.cfg.NoAutoPrepare,
+		Memory:            c.cfg.RouterMemory,
 	}
 	if c.temporal != nil {
 		// Sessions' tessera.ddl_strategy starts migrations on the

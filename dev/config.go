@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/router"
 )
 
 // TemporalServer is a running embedded Temporal server.
@@ -72,7 +73,10 @@ type Config struct {
 	// NoAutoPrepare turns the router's auto-prepare off by default
 	// (router.Config.NoAutoPrepare).
 	NoAutoPrepare bool
-	Logger        *slog.Logger
+	// RouterMemory bounds what the router's queries hold and spill
+	// (router.Config.Memory; zero: its defaults).
+	RouterMemory router.MemoryConfig
+	Logger       *slog.Logger
 }
 
 var shardName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,40}$`)

@@ -285,3 +285,37 @@ func checkSpill(t *testing.T, ref *pgx.Conn, budget int64) {
 		t.Fatalf("%d spill files still open after the queries", open)
 	}
 }
+
+// TestQueryMemorySetting: tessera.query_memory takes sizes as Postgres's
+// memory settings do (units case-sensitive, at least 64kB) and refuses
+// others with 22023; the router's own budget is checked at startup.
+func TestQueryMemorySetting(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "postgres")
+	show := func() string {
+		var v string
+		if err := conn.QueryRow(ctx, "SHOW tessera.query_memory", pgx.QueryExecModeSimpleProtocol).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := show(); v != "64MB" {
+		t.Fatalf("default %q, want 64MB", v)
+	}
+	for value, want := range map[string]string{"'4MB'": "4MB", "2048": "2MB", "'1GB'": "1GB", "'65536B'": "64kB", "default": "64MB"} {
+		mustExec(t, conn, "SET tessera.query_memory = "+value)
+		if v := show(); v != want {
+			t.Errorf("SET tessera.query_memory = %s shows %q, want %q", value, v, want)
+		}
+	}
+	for _, value := range []string{"'4mb'", "'32kB'", "'lots'", "'-1MB'", "'99999999999999TB'"} {
+		_, err := conn.Exec(ctx, "SET tessera.query_memory = "+value)
+		if sqlstate(err) != "22023" {
+			t.Errorf("SET tessera.query_memory = %s: %v, want 22023", value, err)
+		}
+	}
+	if _, err := router.New(router.Config{ListenAddr: "127.0.0.1:0", Store: cluster.Store(), Secret: cluster.Secret(),
+		Memory: router.MemoryConfig{Budget: 1000}}); err == nil || !strings.Contains(err.Error(), "memory budget") {
+		t.Fatalf("a router with a budget of 1000 bytes: %v", err)
+	}
+}
