@@ -76,6 +76,19 @@ func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []by
 	if !ok {
 		return true, nil
 	}
+	ended := false
+	defer func() {
+		if !ended {
+			// A panic in an operator: the shards' goroutines must not
+			// wait forever on their channels (serve recovers).
+			c.cancelStreams(streams)
+			for _, s := range streams {
+				for range s.chunks {
+				}
+			}
+			c.endStreams(streams)
+		}
+	}()
 	mem := engine.NewMemory(c.settings.queryMemoryBytes(), c.srv.memory, c.srv.spill)
 	defer mem.Close()
 	out := engineOutput{c: c, first: streams[0]}
@@ -102,6 +115,7 @@ func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []by
 		}
 	}
 	c.endStreams(streams)
+	ended = true
 	if out.err != nil {
 		return true, out.err // the client is gone
 	}
