@@ -28,13 +28,15 @@ import (
 // process: what is measured is the growth of the Go heap
 // (runtime/metrics /memory/classes/heap/objects:bytes, live and not yet
 // swept objects) and of the process's resident set (/proc/self/status
-// VmRSS) while the query runs, sampled every 5 ms. Both include the
+// VmRSS; not checked under the race detector, whose shadow memory it
+// counts) while the query runs, sampled every 5 ms. Both include the
 // in-process sidecars, etcd and this test's own client, so they bound
 // the router's from above.
 //
-// CI runs it with a 1 MiB budget (about 20 MiB of partial rows); set
-// TESSERA_SPILL_TEST_MB to a budget in MiB for a larger run (64: the
-// default budget, about 1.3 GiB of rows).
+// CI runs the GROUP BY … ORDER BY with a 1 MiB budget (about 20 MiB of
+// partial rows); set TESSERA_SPILL_TEST_MB to a budget in MiB for a
+// larger run, which adds a DISTINCT (64: the default budget, about
+// 1.3 GiB of rows).
 
 // spillOrderBase: the test's orders (order_id from here up).
 const spillOrderBase = 7_000_000_000
@@ -241,7 +243,7 @@ func checkSpill(t *testing.T, ref *pgx.Conn, budget int64) {
 	defer conn.Close(context.Background())
 	mustExec(t, conn, fmt.Sprintf("SET tessera.query_memory = '%dkB'", budget>>10))
 	where := fmt.Sprintf("WHERE order_id >= %d", spillOrderBase)
-	for _, c := range []struct {
+	cases := []struct {
 		name, sql string
 		ordered   bool
 	}{
@@ -250,7 +252,13 @@ func checkSpill(t *testing.T, ref *pgx.Conn, budget int64) {
 		// DISTINCT: an aggregation without aggregates, answered in no
 		// particular order.
 		{"distinct", "SELECT DISTINCT note, qty FROM orders " + where, false},
-	} {
+	}
+	if os.Getenv("TESSERA_SPILL_TEST_MB") == "" {
+		// CI's time: the first spills an Aggregate and a Sort already;
+		// the engine's own tests spill an Aggregate alone.
+		cases = cases[:1]
+	}
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var want [][]string
 			var wantRows int
@@ -276,8 +284,14 @@ func checkSpill(t *testing.T, ref *pgx.Conn, budget int64) {
 			if sampler.spillFiles.Load() == 0 {
 				t.Fatal("no spill file was open while the query ran: the input did not pass the budget")
 			}
-			if limit := budget + 64<<20; heapRise > limit || rssRise > limit {
-				t.Fatalf("memory rose by %d bytes (heap) and %d (RSS), over the budget plus 64 MiB (%d)", heapRise, rssRise, limit)
+			limit := budget + 64<<20
+			if heapRise > limit {
+				t.Fatalf("the Go heap rose by %d bytes, over the budget plus 64 MiB (%d)", heapRise, limit)
+			}
+			// Under the race detector the resident set holds its shadow
+			// memory too: only the heap is checked there.
+			if !raceEnabled && rssRise > limit {
+				t.Fatalf("the resident set rose by %d bytes, over the budget plus 64 MiB (%d)", rssRise, limit)
 			}
 		})
 	}
