@@ -3,7 +3,6 @@ package router
 import (
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	"github.com/tesseradb/tessera/router/engine"
 	"github.com/tesseradb/tessera/sidecar"
@@ -52,10 +51,6 @@ type shardStream struct {
 	// notices: the answer's notices, which go to the client with its
 	// error if it fails (the first shard's also frame the answer).
 	notices []byte
-
-	rows    int64         // DataRows read
-	started time.Time     // when the batch was sent
-	elapsed time.Duration // until its last chunk arrived
 }
 
 // shardFailure is a shard answering with an ErrorResponse.
@@ -78,7 +73,6 @@ func (l *shardLost) Error() string {
 func (s *shardStream) start(batch *pb.Batch) {
 	s.chunks = make(chan []byte, streamChunks)
 	s.finished = make(chan struct{})
-	s.started = time.Now()
 	go func() {
 		s.res, s.err = s.b.sess.RunLast(batch, func(chunk []byte, _ bool) error {
 			if len(chunk) > 0 {
@@ -88,7 +82,6 @@ func (s *shardStream) start(batch *pb.Batch) {
 			}
 			return nil
 		})
-		s.elapsed = time.Since(s.started)
 		close(s.chunks)
 		close(s.finished)
 	}()
@@ -148,7 +141,6 @@ func (s *shardStream) Next() (engine.Row, bool, error) {
 		s.cur = s.cur[size:]
 		switch msg[0] {
 		case 'D':
-			s.rows++
 			s.rowSeen = true
 			r, err := engine.ParseDataRow(msg)
 			return r, err == nil, err
