@@ -94,6 +94,7 @@ Ctrl-C or SIGTERM stops everything and leaves no process behind.`,
 	f.BoolVar(&withTemporal, "temporal", true, "run the embedded Temporal server with a worker and the failover monitor (false: no operations workflows, no automatic failover; benchmarks use it)")
 	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)
 	commitFlag(cmd, &cfg.Commit)
+	memoryFlags(cmd, &cfg.RouterMemory)
 	f.IntVar(&cfg.PipelineConns, "pipeline-conns", 0, "connections per pool that autocommit statements share, pipelined (0: one per CPU; -1: none, every statement gets a connection of its own)")
 	f.IntVar(&cfg.TemporalPort, "temporal-port", 7233, "Temporal frontend port")
 	f.IntVar(&cfg.TemporalUIPort, "temporal-ui-port", 8233, "Temporal Web UI port")

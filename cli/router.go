@@ -115,6 +115,7 @@ start OnlineDDL migrations on the workers of that Temporal (docs/router.md).`,
 		"on SIGTERM or Ctrl-C, how long running statements and open transactions have to finish before their sessions are ended (57P01)")
 	autoPrepareFlag(cmd, &cfg.NoAutoPrepare)
 	commitFlag(cmd, &cfg.Commit)
+	memoryFlags(cmd, &cfg.Memory)
 	metricsFlag(cmd, &metricsAddr)
 	logLevelFlag(cmd, &logLevel)
 	debugFlag(cmd, &debugAddr)
@@ -132,6 +133,34 @@ func commitFlag(cmd *cobra.Command, mode *string) {
 func autoPrepareFlag(cmd *cobra.Command, off *bool) {
 	cmd.Flags().Var((*negatedBool)(off), "auto-prepare", "run simple-protocol reads as prepared statements unless a session sets tessera.auto_prepare = off (--auto-prepare=false: only where a session sets it on)")
 	cmd.Flags().Lookup("auto-prepare").NoOptDefVal = "true"
+}
+
+// memoryFlags registers the router's memory budget, spill directory and
+// spill quota (router.MemoryConfig), sizes as Postgres writes them.
+func memoryFlags(cmd *cobra.Command, m *router.MemoryConfig) {
+	cmd.Flags().Var((*sizeFlag)(&m.Budget), "memory", "what all the router's queries may hold at once in sorts, aggregations and DISTINCT before they spill (default 1GB; each query's own budget is tessera.query_memory)")
+	cmd.Flags().StringVar(&m.SpillDir, "spill-dir", "", "where queries spill past their memory budget (default: the system's temporary directory)")
+	cmd.Flags().Var((*sizeFlag)(&m.SpillQuota), "spill-quota", "what the router's queries may have in spill files at once (default 16GB); past it a query fails with 53100")
+}
+
+// sizeFlag is a size in bytes written as Postgres writes memory settings
+// (64MB, 1GB, 512kB).
+type sizeFlag int64
+
+func (s *sizeFlag) String() string {
+	if *s == 0 {
+		return ""
+	}
+	return router.FormatMemory(int64(*s))
+}
+func (s *sizeFlag) Type() string { return "size" }
+func (s *sizeFlag) Set(v string) error {
+	n, err := router.ParseMemory(v)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%q: a size must be more than 0", v)
+	}
+	*s = sizeFlag(n)
+	return err
 }
 
 // negatedBool is a flag whose value is the opposite of the field it sets,

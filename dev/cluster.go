@@ -289,6 +289,7 @@ func (c *Cluster) startRouter(ctx context.Context) error {
 		InProcessSidecars: !c.cfg.RouterOverSockets,
 		NoAutoPrepare:     c.cfg.NoAutoPrepare,
 		Commit:            c.cfg.Commit,
+		Memory:            c.cfg.RouterMemory,
 	}
 	if c.temporal != nil {
 		// Sessions' tessera.ddl_strategy starts migrations on the

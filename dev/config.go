@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/router"
 )
 
 // TemporalServer is a running embedded Temporal server.
@@ -74,7 +75,10 @@ type Config struct {
 	NoAutoPrepare bool
 	// Commit is the router's default tessera.commit (router.Config.Commit).
 	Commit string
-	Logger *slog.Logger
+	// RouterMemory bounds what the router's queries hold and spill
+	// (router.Config.Memory; zero: its defaults).
+	RouterMemory router.MemoryConfig
+	Logger       *slog.Logger
 }
 
 var shardName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,40}$`)

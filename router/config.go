@@ -71,6 +71,8 @@ type Config struct {
 	CommitRecovery func(context.Context) error
 	// Buffer bounds query buffering during primary changes (buffer.go).
 	Buffer BufferConfig
+	// Memory bounds what the router's queries hold and spill (memory.go).
+	Memory MemoryConfig
 	Logger *slog.Logger
 }
 
@@ -103,6 +105,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.Buffer = c.Buffer.withDefaults()
+	c.Memory = c.Memory.withDefaults()
 	return c
 }
 
@@ -134,6 +137,9 @@ func (c Config) validate() error {
 		errs = append(errs, errors.New("the connection limit must be at least 1"))
 	}
 	if err := c.Buffer.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Memory.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

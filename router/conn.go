@@ -83,10 +83,12 @@ type clientConn struct {
 	sessionPinned bool
 
 	// cancelToken lets a CancelRequest reach the statement in flight
-	// through its sidecar; runningOn is where it runs (under runMu).
+	// through its sidecar; runningOn is where it runs (under runMu), or
+	// streaming, where a read the engine merges runs (shardstream.go).
 	cancelToken string
 	runMu       sync.Mutex
 	runningOn   *backendSession
+	streaming   []*backendSession
 	// idle is where the goroutine waits, for Drain (drain.go).
 	idle atomic.Int32
 	// stat accounts for the statement being served (stmtstat.go).
@@ -269,12 +271,15 @@ func (c *clientConn) terminate() {
 // cancels on a CancelRequest.
 func (c *clientConn) cancelRunning() {
 	c.runMu.Lock()
-	b := c.runningOn
+	running := append([]*backendSession(nil), c.streaming...)
+	if c.runningOn != nil {
+		running = append(running, c.runningOn)
+	}
 	c.runMu.Unlock()
-	if b != nil {
+	for _, b := range running {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
 		b.inst.client.Cancel(ctx, &pb.CancelRequest{CancelToken: c.cancelToken})
+		cancel()
 	}
 }
 

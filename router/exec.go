@@ -384,8 +384,8 @@ func errLowDisk(shard string) error {
 }
 
 // answerOf runs batch on shard, in the client's transaction if one is
-// open, and returns the whole answer, for the statements whose answers
-// the router combines (merge.go, split INSERTs). A write to a
+// open, and returns the whole answer, for split INSERTs, whose answers
+// the router combines. A write to a
 // primary low on disk is refused.
 func (c *clientConn) answerOf(ctx context.Context, shard string, write bool, batch *pb.Batch) ([]byte, error) {
 	replica := c.settings.replica()
@@ -409,46 +409,6 @@ func (c *clientConn) answerOf(ctx context.Context, shard string, write bool, bat
 	}
 	c.adoptStatus(shard, res.TxStatus)
 	return answer, nil
-}
-
-// eachShardAnswer runs a read-only statement on each of r's shards in
-// turn and passes each whole answer to read, which reports whether the
-// shard's answer is an error (failed) or cannot be read (err). At the
-// first failure it answers the client (the shard's own errors as they
-// are, others named by shard) and returns false.
-func (c *clientConn) eachShardAnswer(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement,
-	read func(i int, answer []byte) (failed bool, err error)) bool {
-	for i, shard := range r.shards {
-		answer, err := c.answerOf(ctx, shard, false, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared})
-		if err != nil {
-			c.out = appendError(c.out, "ERROR", shardError(shard, err))
-			c.failTx()
-			return false
-		}
-		failed, err := read(i, answer)
-		if failed {
-			c.forwardErrors(answer)
-			return false
-		}
-		if err != nil {
-			c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.InternalError, "shard %s: %v", shard, err))
-			c.failTx()
-			return false
-		}
-	}
-	return true
-}
-
-// forwardErrors passes on the errors and notices of a shard's failed
-// answer, which are the statement's, and fails the transaction.
-func (c *clientConn) forwardErrors(answer []byte) {
-	backendMessages(answer, func(typ byte, msg []byte) error {
-		if typ == 'E' || typ == 'N' {
-			c.out = append(c.out, msg...)
-		}
-		return nil
-	})
-	c.failTx()
 }
 
 // shardError names the shard in a failure to run a statement there. A

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/router/engine"
@@ -51,8 +52,9 @@ func rebind(frontend []byte, statement string) []byte {
 	return out
 }
 
-// scatterEngine runs r on each of its shards and answers with what r's
-// engine plan makes of their rows.
+// scatterEngine runs r on each of its shards at once and answers with
+// what r's engine plan makes of their rows, streaming: rows go to the
+// client as the operators produce them (shardstream.go).
 func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
 	if sql := r.engine.ShardSQL; sql != "" {
 		switch {
@@ -70,72 +72,156 @@ func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []by
 		}
 	}
 	formats := resultFormats(frontend)
-	var first []byte // the first shard's answer: its messages frame ours
-	inputs := make([]engine.Operator, len(r.shards))
-	ok := c.eachShardAnswer(ctx, r, frontend, prepared, func(i int, answer []byte) (bool, error) {
-		rows, failed, err := dataRows(answer)
-		if i == 0 {
-			first = answer
-		}
-		inputs[i] = engine.NewSource(rows)
-		return failed, err
-	})
+	streams, ok := c.startStreams(ctx, r, frontend, prepared)
 	if !ok {
 		return true, nil
 	}
-	op := r.engine.Build(inputs, func(column int) engine.Format { return formatOf(formats, column) })
-	var rows []byte
-	n := 0
-	err := engine.Drain(op, func(row engine.Row) {
-		rows = append(rows, row.Msg...)
-		n++
-	})
-	if err != nil {
+	ended := false
+	defer func() {
+		if !ended {
+			// A panic in an operator: the shards' goroutines must not
+			// wait forever on their channels (serve recovers).
+			c.cancelStreams(streams)
+			for _, s := range streams {
+				for range s.chunks {
+				}
+			}
+			c.endStreams(streams)
+		}
+	}()
+	mem := engine.NewMemory(c.settings.queryMemoryBytes(), c.srv.memory, c.srv.spill)
+	defer mem.Close()
+	out := engineOutput{c: c, first: streams[0]}
+	inputs := make([]engine.Operator, len(streams))
+	for i, s := range streams {
+		s.waiting = out.flushWaiting
+		inputs[i] = s
+	}
+	// The first shard's messages before its rows (ParseComplete,
+	// BindComplete, RowDescription) frame the answer: read them first.
+	streams[0].framing = true
+	err := streams[0].peek()
+	if err == nil {
+		op := r.engine.BuildWithin(inputs, func(column int) engine.Format { return formatOf(formats, column) }, mem)
+		err = engine.Drain(op, out.row)
+	}
+	if err != nil || out.err != nil {
+		// Nothing more is needed of the shards still answering.
+		c.cancelStreams(streams)
+	}
+	for _, s := range streams {
+		if end := s.drain(); err == nil {
+			err = end
+		}
+	}
+	c.endStreams(streams)
+	ended = true
+	if out.err != nil {
+		return true, out.err // the client is gone
+	}
+	return c.answerEngine(&out, err)
+}
+
+// startStreams opens r's shards' sessions (in the client's transaction
+// if one is open) and sends the statement to all of them. When a shard
+// cannot be reached it answers the client and returns false, having
+// sent nothing.
+func (c *clientConn) startStreams(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) ([]*shardStream, bool) {
+	streams := make([]*shardStream, len(r.shards))
+	backends := make([]*backendSession, len(r.shards))
+	for i, shard := range r.shards {
+		b, err := c.session(ctx, shard, c.settings.replica())
+		if err == nil {
+			err = c.joinTx(ctx, b)
+		}
+		if err != nil {
+			c.out = appendError(c.out, "ERROR", shardError(shard, err))
+			c.failTx()
+			return nil, false
+		}
+		streams[i] = &shardStream{shard: shard, b: b}
+		backends[i] = b
+		c.stat.ranOn(shard)
+	}
+	c.runMu.Lock()
+	c.streaming = backends
+	c.runMu.Unlock()
+	for _, s := range streams {
+		s.start(&pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Prepared: prepared, Settings: c.settings.list})
+	}
+	return streams, true
+}
+
+// cancelStreams asks the shards still answering to stop, as a
+// CancelRequest would.
+func (c *clientConn) cancelStreams(streams []*shardStream) {
+	for _, s := range streams {
+		select {
+		case <-s.done():
+			continue
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.b.inst.client.Cancel(ctx, &pb.CancelRequest{CancelToken: c.cancelToken})
+		cancel()
+	}
+}
+
+// endStreams takes in how each shard's answer ended, once all are read:
+// its transaction status, or the loss of its session.
+func (c *clientConn) endStreams(streams []*shardStream) {
+	c.runMu.Lock()
+	c.streaming = nil
+	c.runMu.Unlock()
+	for _, s := range streams {
+		if s.err != nil {
+			c.dropSession(s.b)
+			continue
+		}
+		c.adoptStatus(s.shard, s.res.TxStatus)
+	}
+}
+
+// answerEngine ends the answer: as Postgres does, the statement's error
+// or its CommandComplete after the rows sent. A shard's own error goes
+// as it is, with its notices.
+func (c *clientConn) answerEngine(out *engineOutput, err error) (bool, error) {
+	var failure *shardFailure
+	var lost *shardLost
+	switch {
+	case errors.As(err, &failure):
+		if err := out.flushRows(); err != nil {
+			return true, err
+		}
+		c.out = append(c.out, failure.s.failureMessages()...)
+	case errors.As(err, &lost):
+		if err := out.flushRows(); err != nil {
+			return true, err
+		}
+		lostErr := lost.s.err
+		if lostErr == nil {
+			lostErr = pgerr.New(pgerr.ProtocolViolation, "%v", err)
+		}
+		c.out = appendError(c.out, "ERROR", shardError(lost.s.shard, lostErr))
+	case err != nil:
 		var coded pgerr.Coded
 		if !errors.As(err, &coded) {
 			err = pgerr.New(pgerr.InternalError, "merging the shards' answers: %v", err)
 		}
-	}
-	backendMessages(first, func(typ byte, msg []byte) error {
-		switch typ {
-		case 'D', 'Z':
-		case 'C':
-			if err != nil {
-				// As Postgres: the statement's error where its rows and
-				// CommandComplete would be.
-				c.out = appendError(c.out, "ERROR", err)
-				return nil
-			}
-			c.out = append(c.out, rows...)
-			c.out = appendCommandComplete(c.out, "SELECT "+strconv.Itoa(n))
-		default:
-			c.out = append(c.out, msg...)
+		if err := out.finishRows(); err != nil {
+			return true, err
 		}
-		return nil
-	})
-	if err != nil {
-		c.failTx()
-		return true, nil
-	}
-	return false, nil
-}
-
-// dataRows returns the DataRow messages of a shard's answer, or reports
-// that the answer is an error.
-func dataRows(answer []byte) (rows [][]byte, failed bool, err error) {
-	err = backendMessages(answer, func(typ byte, msg []byte) error {
-		switch typ {
-		case 'E':
-			failed = true
-		case 'D':
-			rows = append(rows, msg)
+		c.out = appendError(c.out, "ERROR", err)
+	default:
+		if err := out.finishRows(); err != nil {
+			return true, err
 		}
-		return nil
-	})
-	if failed {
-		return nil, true, nil
+		c.out = appendCommandComplete(c.out, "SELECT "+strconv.FormatInt(out.rows, 10))
+		c.out = append(c.out, out.first.trailer...)
+		return false, nil
 	}
-	return rows, false, err
+	c.failTx()
+	return true, nil
 }
 
 // formatOf is column i's format under a Bind's result-format codes: none

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/pgwire"
+	"github.com/tesseradb/tessera/router/engine"
 	"github.com/tesseradb/tessera/router/planner"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 	"github.com/tesseradb/tessera/topo/store"
@@ -49,6 +50,10 @@ type Server struct {
 	// (metrics.go, querystats.go).
 	metrics    *routerMetrics
 	queryStats *queryStats
+	// memory and spill: what the queries' operators hold and spill,
+	// against the router's budget and quota (memory.go).
+	memory *engine.RouterMemory
+	spill  *engine.SpillArea
 
 	// single caches, per topology revision, the topology's one shard
 	// when it has exactly one.
@@ -110,6 +115,8 @@ func New(cfg Config) (*Server, error) {
 	s.mockSaltKey = mockSaltKey(cfg.Secret)
 	s.schema = newSchemaCache(s)
 	s.queryStats = newQueryStats(cfg.QueryStatsSize)
+	s.memory = engine.NewRouterMemory(cfg.Memory.Budget)
+	s.spill = engine.NewSpillArea(cfg.Memory.SpillDir, cfg.Memory.SpillQuota)
 	s.metrics = newRouterMetrics(s)
 	return s, nil
 }

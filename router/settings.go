@@ -34,6 +34,10 @@ type sessionSettings struct {
 	// tessera.auto_prepare: "on" or "off" (autoprepare.go); its
 	// default is the router's (Config.NoAutoPrepare).
 	autoPrep, autoPrepDefault string
+	// queryMemory: tessera.query_memory in bytes, what one query's
+	// sorts and aggregations hold before they spill (memory.go); 0: the
+	// default.
+	queryMemory int64
 }
 
 func autoPrepDefault(off bool) string {
@@ -94,7 +98,20 @@ func (s *sessionSettings) validateTessera(name, value string) (string, error) {
 
 // setTessera sets one of Tessera's own settings.
 func (s *sessionSettings) setTessera(name, value string) error {
-	value = strings.ToLower(strings.Trim(value, "'\" "))
+	value = strings.Trim(value, "'\" ")
+	if strings.EqualFold(name, "tessera.query_memory") {
+		// Units are case-sensitive, as in Postgres.
+		if strings.EqualFold(value, "default") {
+			s.queryMemory = 0
+			return nil
+		}
+		n, err := parseQueryMemory(value)
+		if err == nil {
+			s.queryMemory = n
+		}
+		return err
+	}
+	value = strings.ToLower(value)
 	switch strings.ToLower(name) {
 	case "tessera.tx_mode":
 		if value != "single" && value != "multi" && value != "default" {
@@ -159,8 +176,18 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 		return pick(s.ddlStrategy, ddlDirect), nil
 	case "tessera.auto_prepare":
 		return pick(s.autoPrep, pick(s.autoPrepDefault, "on")), nil
+	case "tessera.query_memory":
+		return FormatMemory(s.queryMemoryBytes()), nil
 	}
 	return "", pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
+}
+
+// queryMemoryBytes is the session's memory budget per query.
+func (s *sessionSettings) queryMemoryBytes() int64 {
+	if s.queryMemory == 0 {
+		return defaultQueryMemory
+	}
+	return s.queryMemory
 }
 
 func (s *sessionSettings) replica() bool { return s.target == "replica" }

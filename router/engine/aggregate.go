@@ -49,7 +49,10 @@ type AggColumn struct {
 
 // Aggregate computes the final aggregates of its input's partial rows by
 // group. Scalar (no GROUP BY) answers one row even for no input, as
-// Postgres does: counts 0, the other aggregates NULL.
+// Postgres does: counts 0, the other aggregates NULL. Past its Memory's
+// budget, the rows of groups it does not hold go to spill files by hash
+// of their key, aggregated after the groups in memory (aggspill.go): the
+// groups then come out in no particular order.
 type Aggregate struct {
 	input   Operator
 	columns []AggColumn
@@ -59,6 +62,8 @@ type Aggregate struct {
 	order   []*group
 	next    int
 	done    bool
+	mem     *Memory
+	spill   aggSpill
 }
 
 type group struct {
@@ -100,10 +105,11 @@ func (a *Aggregate) Next() (Row, bool, error) {
 		}
 	}
 	if a.next >= len(a.order) {
-		return Row{}, false, nil
+		return a.nextSpilled()
 	}
 	g := a.order[a.next]
 	a.next++
+	a.emitted()
 	values, err := a.finish(g)
 	if err != nil {
 		return Row{}, false, err
@@ -131,10 +137,14 @@ func (a *Aggregate) add(r Row) error {
 	}
 	g := a.groups[string(key)]
 	if g == nil {
+		if spilled, err := a.spillRow(key, r); spilled || err != nil {
+			return err
+		}
 		g = &group{keys: make([][]byte, len(a.columns)), accs: make([]accumulator, len(a.columns))}
 		for i, c := range a.columns {
-			if c.Func == GroupKey {
-				g.keys[i] = r.Values[i]
+			if c.Func == GroupKey && r.Values[i] != nil {
+				// A copy: the row's buffer holds other rows too.
+				g.keys[i] = append(make([]byte, 0, len(r.Values[i])), r.Values[i]...)
 			}
 		}
 		a.groups[string(key)] = g
@@ -183,7 +193,7 @@ func (acc *accumulator) add(c AggColumn, v []byte, format Format) error {
 		}
 	case Min, Max:
 		if first {
-			acc.raw = v
+			acc.raw = append(acc.raw[:0], v...) // a copy, as for keys
 			return nil
 		}
 		cmp, err := compareValues(v, acc.raw, c.Type, format)
@@ -191,7 +201,7 @@ func (acc *accumulator) add(c AggColumn, v []byte, format Format) error {
 			return err
 		}
 		if c.Func == Min && cmp < 0 || c.Func == Max && cmp > 0 {
-			acc.raw = v
+			acc.raw = append(acc.raw[:0], v...)
 		}
 	case BoolAnd, BoolOr:
 		b, err := readBool(v, format)

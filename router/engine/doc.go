@@ -24,6 +24,13 @@
 //   - Sort: orders the aggregated rows (ORDER BY over the final answer).
 //   - Limit: OFFSET and LIMIT.
 //
+// The router feeds the operators each shard's rows as they arrive (its
+// own Operator per shard, flow-controlled); Source is the same over rows
+// in hand. What Sort and Aggregate hold is counted against a Memory, the
+// query's budget within the router's (memory.go); past it they spill to
+// files of DataRows (spill.go): Sort as an external merge sort
+// (sortspill.go), Aggregate by hash partitions (aggspill.go).
+//
 // The package depends on nothing of the router's: its inputs are byte
 // slices, its output DataRow messages.
 package engine

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"container/heap"
-	"sort"
-)
+import "container/heap"
 
 // SortKey is one ORDER BY item over an output column (0-based).
 type SortKey struct {
@@ -139,13 +136,14 @@ func (m *Merge) Next() (Row, bool, error) {
 }
 
 // Sort reads all of its input and passes it on ordered by keys (stable:
-// rows with equal keys keep their input order).
+// rows with equal keys keep their input order). Past its Memory's budget
+// it sorts on disk (sortspill.go).
 type Sort struct {
 	input Operator
 	ord   orderer
+	mem   *Memory
 	rows  []Row
-	next  int
-	done  bool
+	out   Operator
 }
 
 func NewSort(input Operator, keys []SortKey, format func(int) Format) *Sort {
@@ -153,19 +151,13 @@ func NewSort(input Operator, keys []SortKey, format func(int) Format) *Sort {
 }
 
 func (s *Sort) Next() (Row, bool, error) {
-	if !s.done {
-		s.done = true
-		if err := Drain(s.input, func(r Row) { s.rows = append(s.rows, r) }); err != nil {
+	if s.out == nil {
+		out, err := s.sorted()
+		if err != nil {
+			s.out = NewConcat()
 			return Row{}, false, err
 		}
-		sort.SliceStable(s.rows, func(i, j int) bool { return s.ord.compare(s.rows[i], s.rows[j]) < 0 })
-		if s.ord.err != nil {
-			return Row{}, false, s.ord.err
-		}
+		s.out = out
 	}
-	if s.next >= len(s.rows) {
-		return Row{}, false, nil
-	}
-	s.next++
-	return s.rows[s.next-1], true, nil
+	return s.out.Next()
 }

@@ -30,8 +30,20 @@ type Plan struct {
 }
 
 // Build makes the plan's operator tree over one input per shard, whose
-// columns are in the formats format says.
+// columns are in the formats format says, holding whatever it needs in
+// memory.
 func (p *Plan) Build(inputs []Operator, format func(column int) Format) Operator {
+	return p.BuildWithin(inputs, format, nil)
+}
+
+// BuildWithin is Build under a memory budget: its Sort and Aggregate
+// spill to mem's files past it (nil: no budget).
+func (p *Plan) BuildWithin(inputs []Operator, format func(column int) Format, mem *Memory) Operator {
+	// Each operator that may spill gets its share of the budget.
+	aggMem, sortMem := mem, mem
+	if p.Aggregate != nil && len(p.Sort) > 0 {
+		aggMem, sortMem = mem.share(2), mem.share(2)
+	}
 	var op Operator
 	if len(p.Merge) > 0 {
 		op = NewMerge(inputs, p.Merge, format)
@@ -39,13 +51,17 @@ func (p *Plan) Build(inputs []Operator, format func(column int) Format) Operator
 		op = NewConcat(inputs...)
 	}
 	if p.Aggregate != nil {
-		op = NewAggregate(op, p.Aggregate, p.Scalar, format)
+		agg := NewAggregate(op, p.Aggregate, p.Scalar, format)
+		agg.mem = aggMem
+		op = agg
 	}
 	if len(p.Having) > 0 {
 		op = NewFilter(op, p.Having, format)
 	}
 	if len(p.Sort) > 0 {
-		op = NewSort(op, p.Sort, format)
+		sort := NewSort(op, p.Sort, format)
+		sort.mem = sortMem
+		op = sort
 	}
 	if p.Offset > 0 || p.Limit >= 0 {
 		op = NewLimit(op, p.Offset, p.Limit)

@@ -6,5 +6,7 @@
 // plain database and through a router in front of four shards holding the
 // same data, where every answer must match or be refused with 0A000
 // (TestDifferential, docs/fidelity.md). With CI=true a missing suite or
-// psql fails the tests instead of skipping them. It holds tests only.
+// psql fails the tests instead of skipping them. BenchmarkEngine compares
+// the engine's reads over four shards with one Postgres. It holds tests
+// and benchmarks only.
 package fidelity
