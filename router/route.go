@@ -230,7 +230,9 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		}
 	case planner.Scatter:
 		r.shards, r.mode, r.allShards = st.Targets, routeScatter, true
-		if len(st.Targets) == 1 {
+		if st.CopyInto != nil {
+			r.mode, r.copyInto = routeCopyInto, st.CopyInto
+		} else if len(st.Targets) == 1 {
 			r.mode = routeOne
 		}
 	case planner.Everywhere:
