@@ -21,9 +21,9 @@ import (
 
 // The cluster tests: COPY ... FROM STDIN through a router in front of
 // four shards (testdata/copy.json: every table of database bulk is
-// sharded by its column k over copy-1 ... copy-4) against the same COPY
-// into a plain database (bulk_ref, on shard-0's Postgres), compared as
-// multisets of rows, shard by shard for placement.
+// sharded by its column k over shard-0, copy-1, copy-2 and copy-3) against
+// the same COPY into a plain database (bulk_ref, on shard-0's Postgres),
+// compared as multisets of rows, shard by shard for placement.
 
 var (
 	clusterOnce sync.Once
@@ -33,7 +33,7 @@ var (
 )
 
 // shardUIDs are the shards of the spread group.
-var shardUIDs = []string{"copy-1", "copy-2", "copy-3", "copy-4"}
+var shardUIDs = []string{"shard-0", "copy-1", "copy-2", "copy-3"}
 
 func TestMain(m *testing.M) {
 	flag.Parse()

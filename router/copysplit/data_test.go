@@ -108,7 +108,7 @@ func genRow(kind keyKind, i int) row {
 	case 6:
 		v = `\N`
 	case 7:
-		if i%97 == 7 {
+		if i%97 == 7 && i < 5000 {
 			v = strings.Repeat("large value ", 20000)
 		} else {
 			v = fmt.Sprintf("plain %d", i)
