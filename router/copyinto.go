@@ -9,8 +9,8 @@ import (
 	"github.com/tesseradb/tessera/router/copysplit"
 	"github.com/tesseradb/tessera/router/planner"
 	"github.com/tesseradb/tessera/sidecar"
-	"github.com/tesseradb/tessera/topo/shardfunc"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+	"github.com/tesseradb/tessera/topo/shardfunc"
 )
 
 // COPY ... FROM STDIN into a sharded table (planner.CopyInto): the COPY
