@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"strconv"
+	"strings"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/router/copysplit"
@@ -73,6 +74,14 @@ func (c *clientConn) startCopyInto(ctx context.Context, r *routed, frontend []by
 		ci.index[s] = i
 		ci.pending[i] = append([]byte(nil), copyDataHeader...)
 	}
+	if enc, ok := c.settings.get("client_encoding"); ok && !isUTF8(enc) {
+		// Postgres converts the data before it reads it; the router
+		// would hash the key's bytes as sent.
+		c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.FeatureNotSupported,
+			"COPY into sharded table %s with client_encoding %s is not supported: use UTF8", ci.plan.Table, enc))
+		c.failTx()
+		return true, nil
+	}
 	if ci.implicit {
 		saved := c.settings
 		c.tx = txState{active: true, begin: "BEGIN", settings: &saved}
@@ -134,6 +143,13 @@ func (c *clientConn) startCopyInto(ctx context.Context, r *routed, frontend []by
 	c.out = append(c.out, first...)
 	c.copyIn, c.copyInto = ci.sessions[0], ci
 	return false, nil
+}
+
+// isUTF8 reports whether an encoding name is UTF8's, as Postgres spells
+// it loosely (utf8, UTF-8, unicode).
+func isUTF8(name string) bool {
+	n := strings.ToLower(strings.NewReplacer("-", "", "_", "", "'", "", " ", "").Replace(name))
+	return n == "utf8" || n == "unicode"
 }
 
 // copyInColumns is the number of columns a CopyInResponse announces, or

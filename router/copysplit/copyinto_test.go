@@ -180,7 +180,8 @@ func TestCopyIntoFailureLeavesNothing(t *testing.T) {
 // TestCopyIntoNullOrMissingKey: a NULL key in a nullable key column,
 // which one Postgres would store but no shard can be chosen for, fails
 // with 23502 as a split INSERT does; a key column left out of the column
-// list is refused with 0A000 before any row.
+// list, or a client_encoding other than UTF8, is refused with 0A000
+// before any row.
 func TestCopyIntoNullOrMissingKey(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -196,6 +197,16 @@ func TestCopyIntoNullOrMissingKey(t *testing.T) {
 	}
 	if _, err := copyText(ctx, e.router, "COPY loose (v) FROM STDIN", "a\n"); sqlstate(err) != "0A000" {
 		t.Errorf("COPY without the key column: %v, want 0A000", err)
+	}
+	// Postgres converts other client encodings before reading the key.
+	if _, err := e.router.Exec(ctx, "SET client_encoding = 'LATIN1'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := copyText(ctx, e.router, "COPY loose FROM STDIN", "1\ta\n"); sqlstate(err) != "0A000" {
+		t.Errorf("COPY under client_encoding LATIN1: %v, want 0A000", err)
+	}
+	if _, err := e.router.Exec(ctx, "RESET client_encoding"); err != nil {
+		t.Fatal(err)
 	}
 	for s, rows := range e.stored(t, "loose") {
 		if len(rows) != 0 {
