@@ -171,6 +171,9 @@ func (c *clientConn) copyIntoMessage(typ byte, msg []byte) error {
 	ci := c.copyInto
 	switch typ {
 	case 'd':
+		if c.copyEnded {
+			return nil // after CopyDone: dropped, as Postgres drops it
+		}
 		if err := ci.split.Write(msg[5:], func(p copysplit.Piece) error { return ci.place(c, p) }); err != nil {
 			return c.endCopyInto(nil, err)
 		}
