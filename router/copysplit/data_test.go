@@ -134,8 +134,10 @@ func textField(s *string) string {
 	if s == nil {
 		return `\N`
 	}
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(*s)
+	return textEscaper.Replace(*s)
 }
+
+var textEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, "\r", `\r`, "\t", `\t`)
 
 // csvField renders a value for CSV, quoting when it must (and every
 // third value besides).
