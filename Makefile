@@ -28,6 +28,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzPreAuth -fuzztime 30s ./router/
 	$(GO) test -run XXX -fuzz FuzzPlan -fuzztime 30s ./router/planner/
 	$(GO) test -run XXX -fuzz FuzzSplitInsert -fuzztime 30s ./router/planner/
+	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime 30s ./router/copysplit/
 	$(GO) test -run XXX -fuzz FuzzDemoteFatal -fuzztime 15s ./sidecar/
 	$(GO) test -run XXX -fuzz FuzzFrameCodec -fuzztime 30s ./sidecar/
 	$(GO) test -run XXX -fuzz FuzzClassify -fuzztime 30s ./ddl/

@@ -77,6 +77,7 @@ type clientConn struct {
 	// copyExtended: the COPY was started by Execute, so it ends at the
 	// Sync after CopyDone (copyEnded), not at CopyDone.
 	copyExtended, copyEnded bool
+	copyInto                *copyInto // COPY split by shard (copyinto.go); copyIn is its first shard's
 	// sessionPinned: the session did something that lives in its backend
 	// (temporary table, advisory lock, LISTEN, ...), so from now on every
 	// shard keeps one backend for it.

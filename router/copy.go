@@ -10,6 +10,9 @@ const copyBatch = 256 << 10
 // copyMessage serves client messages while COPY FROM STDIN runs: data is
 // gathered and sent to the shard in batches; CopyDone or CopyFail ends it.
 func (c *clientConn) copyMessage(typ byte, msg []byte) error {
+	if c.copyInto != nil {
+		return c.copyIntoMessage(typ, msg)
+	}
 	switch typ {
 	case 'd':
 		c.copyBuf = append(c.copyBuf, msg...)

@@ -25,7 +25,8 @@
 // txn.go (transactions), atomic.go (their two-phase commit across
 // shards, package twophase), follow.go (the relations and cursors a session
 // made, and where they are), settings.go (SET/SHOW and Tessera's settings),
-// copy.go (COPY FROM STDIN), schema.go (shard-key column types),
+// copy.go (COPY FROM STDIN), copyinto.go (COPY FROM STDIN into a sharded
+// table, split by shard key with package copysplit), schema.go (shard-key column types),
 // buffer.go and signal.go (holding statements while a shard's primary
 // changes), tablebuffer.go (while a cutover moves tables), revision.go
 // (the topology revision the router reports in its discovery record),

@@ -230,7 +230,10 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		}
 	case planner.Scatter:
 		r.shards, r.mode, r.allShards = st.Targets, routeScatter, true
-		if len(st.Targets) == 1 {
+		if st.CopyInto != nil {
+			// Each row goes where its key routes.
+			r.mode, r.copyInto, r.allShards = routeCopyInto, st.CopyInto, false
+		} else if len(st.Targets) == 1 {
 			r.mode = routeOne
 		}
 	case planner.Everywhere:

@@ -32,6 +32,7 @@ const (
 	routeScatter                     // several shards; rows merged as they arrive
 	routeEverywhere                  // DDL: every shard; one answer
 	routeSplit                       // a multi-row INSERT split by shard (insertsplit.go)
+	routeCopyInto                    // COPY FROM STDIN split by shard (copyinto.go)
 )
 
 // routed is one statement with its targets resolved.
@@ -49,6 +50,8 @@ type routed struct {
 	// engine: on several shards, the plan the router runs over their
 	// rows (merge.go).
 	engine *engine.Plan
+	// copyInto: the plan of a COPY split by shard.
+	copyInto *planner.CopyInto
 	// shardStmt: in the extended protocol, the statement the shards run
 	// for an engine plan with other SQL (engine.Plan.ShardSQL), bound
 	// with the client's parameters.

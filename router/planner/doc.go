@@ -88,7 +88,10 @@
 // multi-row INSERT whose rows land on different shards that cannot be
 // split by row (a WITH clause, a subquery in RETURNING, RETURNING with ON
 // CONFLICT DO NOTHING; Shards reports the others with ErrSplitInsert and
-// SplitInsert splits them), UPDATE of a shard key, MERGE or COPY FROM into a sharded table,
+// SplitInsert splits them), UPDATE of a shard key, MERGE into a sharded table (COPY FROM STDIN into
+// one is planned as a CopyInto, which the router splits by row; COPY FROM
+// without the key column, with WHERE, or into a table with alternate
+// indexes is refused),
 // CREATE TABLE AS or SELECT INTO reading sharded tables, placed in a
 // sharded group or with parameters, server-side COPY files, cursors over
 // several shards, SQL-level PREPARE of statements that do not run on the

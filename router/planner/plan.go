@@ -184,7 +184,7 @@ func (c *planCtx) planCopy(st *Statement, cs *pg_query.CopyStmt, f *facts) {
 			}
 		}
 	case cs.IsFrom:
-		c.planQuery(st, &query{kind: Copy, target: cs.Relation}, f)
+		c.planQuery(st, &query{kind: Copy, target: cs.Relation, copy: cs}, f)
 	default:
 		st.ReadOnly = true
 		c.planQuery(st, &query{kind: Copy, read: true, from: []*pg_query.RangeVar{cs.Relation}}, f)

@@ -141,7 +141,10 @@ var routeCases = []struct {
 	// COPY.
 	{"COPY customers TO STDOUT", nil, "copy scatter customer-shard-1,customer-shard-2"},
 	{"COPY (SELECT * FROM customers WHERE customer_id = 42) TO STDOUT", nil, "copy shard customer-shard-1"},
-	{"COPY customers FROM STDIN", nil, "copy error 0A000"},
+	{"COPY customers FROM STDIN", nil, "copy scatter customer-shard-1,customer-shard-2"},
+	{"COPY customers (customer_id, name) FROM STDIN (FORMAT csv, HEADER)", nil, "copy scatter customer-shard-1,customer-shard-2"},
+	{"COPY customers (name) FROM STDIN", nil, "copy error 0A000"},
+	{"COPY customers FROM STDIN WHERE customer_id > 1", nil, "copy error 0A000"},
 	{"COPY audit_log FROM STDIN", nil, "copy authoritative shard-0"},
 	{"COPY audit_log FROM '/etc/passwd'", nil, "copy error 0A000"},
 	// DDL and utility.

@@ -14,6 +14,7 @@ type query struct {
 	sel    *pg_query.SelectStmt // a SELECT's own statement
 	update *pg_query.UpdateStmt
 	delete *pg_query.DeleteStmt
+	copy   *pg_query.CopyStmt // COPY ... FROM's own statement
 }
 
 func (c *planCtx) planQuery(st *Statement, q *query, f *facts) {
@@ -98,7 +99,7 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 		st.Err = unsupported("MERGE into sharded table %s is not supported yet", target.name)
 		return
 	case q.kind == Copy && target != nil:
-		st.Err = unsupported("COPY into sharded table %s is not supported yet", target.name)
+		c.copyInto(st, q.copy, target)
 		return
 	case target != nil:
 		if err := checkSets(q.sets, target); err != nil {

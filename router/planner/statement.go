@@ -95,6 +95,9 @@ type Statement struct {
 	// Engine is the operators' plan of a MergeEngine one.
 	Limit  Limit
 	Engine *engine.Plan
+	// CopyInto is the plan of a COPY ... FROM STDIN into a sharded
+	// table, whose rows the router splits by shard (copyinto.go).
+	CopyInto *CopyInto
 
 	// Err is the error the statement fails with, known at plan time: 0A000
 	// for what Tessera cannot route yet, or the Schema's error for an
