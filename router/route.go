@@ -219,6 +219,11 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 			c.routeSplit(&r, st, params)
 			return r
 		}
+		if err != nil && st.Gather != nil && pgerr.Code(err) == pgerr.FeatureNotSupported {
+			// Keys reaching several shards: computed by gathering.
+			routeGathered(&r, st.Gather)
+			return r
+		}
 		if err != nil {
 			r.err = err
 			return r
@@ -240,6 +245,9 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		}
 	case planner.Authoritative:
 		r.shards, r.mode = c.fixedShard(st), routeOne
+	case planner.Gathered:
+		routeGathered(&r, st.Gather)
+		return r
 	default:
 		r.shards, r.mode = c.txOrAuthoritative(nil), routeOne
 		if shard, ok := c.cursors[st.Name]; ok && st.Kind == planner.Utility && st.Name != "" {
@@ -346,7 +354,7 @@ func (c *clientConn) sameShard(stmts []*plannedStmt) bool {
 				continue
 			}
 			return false
-		case st.Route == planner.Router || st.Route == planner.Shard || st.Route == planner.Everywhere || len(st.Targets) != 1:
+		case st.Route == planner.Router || st.Route == planner.Shard || st.Route == planner.Gathered || st.Route == planner.Everywhere || len(st.Targets) != 1:
 			return false
 		case st.SessionState != 0:
 			return false

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -32,6 +33,9 @@ type sessionSettings struct {
 	// tessera.auto_prepare: "on" or "off" (autoprepare.go); its
 	// default is the router's (Config.NoAutoPrepare).
 	autoPrep, autoPrepDefault string
+	// gatherLimit: tessera.gather_limit, the most bytes of rows one
+	// statement may gather (gather.go); "" is the default.
+	gatherLimit string
 }
 
 func autoPrepDefault(off bool) string {
@@ -130,6 +134,11 @@ func (s *sessionSettings) setTessera(name, value string) error {
 			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.auto_prepare": %q (on or off)`, value)
 		}
 		s.autoPrep = value
+	case "tessera.gather_limit":
+		if _, err := parseGatherLimit(value); err != nil && value != "default" {
+			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.gather_limit": %q (bytes, or a number of kB, MB or GB)`, value)
+		}
+		s.gatherLimit = value
 	default:
 		return pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
 	}
@@ -157,8 +166,18 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 		return pick(s.ddlStrategy, ddlDirect), nil
 	case "tessera.auto_prepare":
 		return pick(s.autoPrep, pick(s.autoPrepDefault, "on")), nil
+	case "tessera.gather_limit":
+		return strconv.FormatInt(s.gatherLimitBytes(), 10), nil
 	}
 	return "", pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
+}
+
+// gatherLimitBytes is tessera.gather_limit in bytes.
+func (s *sessionSettings) gatherLimitBytes() int64 {
+	if n, err := parseGatherLimit(s.gatherLimit); err == nil {
+		return n
+	}
+	return defaultGatherLimit
 }
 
 func (s *sessionSettings) replica() bool { return s.target == "replica" }

@@ -1,0 +1,420 @@
+package router
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
+	"github.com/tesseradb/tessera/router/planner"
+	"github.com/tesseradb/tessera/sidecar"
+	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+)
+
+// Gather and compute (planner/gather.go decides, this runs it): a read
+// the shards cannot answer alone is computed by Postgres over the rows
+// it reads.
+//
+//   - Where: on the authoritative shard's primary, in a backend of its
+//     own (a second stream of the client's session to that sidecar,
+//     opened as the client's role like every other, carrying the
+//     client's cancel key and settings), inside a transaction opened for
+//     the statement: BEGIN READ WRITE, one CREATE TEMP TABLE ... ON
+//     COMMIT DROP per table read, COPY FROM STDIN into each, the
+//     statement over them, ROLLBACK. The temporary tables live only in
+//     that transaction, on a backend the client's own statements never
+//     use, so the client never sees them and nothing is left behind
+//     after an error or a cancel (the rollback, or the sidecar's reset
+//     of a stream that broke, drops them). The client's own
+//     transaction never touches a temporary object, so its two-phase
+//     commit is unaffected.
+//   - Pulls: each table's rows come from its shards through the
+//     client's own backends (in its transaction when one is open, so
+//     they see its writes), as COPY (SELECT cols FROM t WHERE pushed
+//     filters) TO STDOUT in binary: exact whatever the settings, and
+//     the same types on every shard. Each CopyData goes on to the
+//     computing backend's COPY as it arrives, at most copyBatch bytes
+//     at a time: rows are never held whole in the router. Privileges
+//     apply on the shards (SELECT on the table and its columns, row
+//     security) and on the computing shard (its CREATE TEMP TABLE reads
+//     the table's definition and needs TEMP on the database).
+//   - Snapshots: each pull is its own statement on its shard. Outside a
+//     transaction, the shards' rows come from several snapshots, taken
+//     one after another; in a REPEATABLE READ transaction, from each
+//     shard's own transaction snapshot. As with Citus, a read across
+//     shards is not one snapshot: a transaction committed on two shards
+//     between two pulls may be seen on one and not the other.
+//   - Bound: tessera.gather_limit (bytes of rows pulled for one
+//     statement; default 256MB) refuses a statement that would pull
+//     more, with 53400, and cancels the pull under way.
+
+// defaultGatherLimit is tessera.gather_limit's default, in bytes.
+const defaultGatherLimit = 256 << 20
+
+// analyzeRows: a temporary table given this many rows or more is
+// analyzed before the statement runs, so that Postgres plans joins over
+// it by its real statistics.
+const analyzeRows = 1000
+
+// binaryCopyHeader is the header of COPY's binary format without
+// options; binaryCopyTrailer ends it.
+var (
+	binaryCopyHeader  = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+	binaryCopyTrailer = []byte{0xff, 0xff}
+)
+
+// routeGathered sets r to run by gathering.
+func routeGathered(r *routed, g *planner.GatherPlan) {
+	r.mode, r.gather, r.shards, r.allShards = routeGather, g, g.Shards(), true
+	r.engine, r.limited = nil, false
+}
+
+// errGatherTooLarge refuses a statement that would pull more than the
+// session's tessera.gather_limit.
+func errGatherTooLarge(limit int64) error {
+	return pgerr.New("53400", "the rows this statement reads from several shards exceed tessera.gather_limit (%s bytes); filter them by the shard key or raise the limit", strconv.FormatInt(limit, 10))
+}
+
+// gatherCompute answers r by gathering (above).
+func (c *clientConn) gatherCompute(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
+	g := r.gather
+	final := queryMessage(g.SQL)
+	if len(frontend) == 0 || frontend[0] != 'Q' {
+		if r.shardStmt == nil {
+			c.out = appendError(c.out, "ERROR", errEngineRebind)
+			c.failTx()
+			return true, nil
+		}
+		final = rebind(frontend, r.shardStmt.Name)
+		prepared = append(append([]*pb.PreparedStatement(nil), prepared...), r.shardStmt)
+	} else {
+		prepared = nil
+	}
+	comp, err := c.computeSession(ctx, g.Compute)
+	if err != nil {
+		c.out = appendError(c.out, "ERROR", shardError(g.Compute, err))
+		c.failTx()
+		return true, nil
+	}
+	g2 := gathering{c: c, comp: comp, limit: c.settings.gatherLimitBytes()}
+	defer g2.rollback()
+	setup := []string{"BEGIN READ WRITE"}
+	for _, t := range g.Tables {
+		setup = append(setup, t.Create)
+	}
+	if !g2.quiet(strings.Join(setup, "; ")) {
+		return true, nil
+	}
+	for _, t := range g.Tables {
+		if !g2.load(ctx, t) {
+			return true, nil
+		}
+	}
+	f := forwarder{c: c, scan: true}
+	res, err := c.run(comp, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: final, Prepared: prepared}, f.emit)
+	if err != nil {
+		g2.broken = true
+		if f.err != nil {
+			return true, f.err
+		}
+		f.finish(true)
+		c.out = appendError(c.out, "ERROR", shardError(g.Compute, err))
+		c.failTx()
+		return true, nil
+	}
+	if err := f.finish(res.CopyIn); err != nil {
+		return true, err
+	}
+	if f.failed {
+		c.failTx()
+	}
+	return f.failed, nil
+}
+
+// computeSession returns the client's second stream to shard's primary,
+// the one gathers compute on, opening it on first use.
+func (c *clientConn) computeSession(ctx context.Context, shard string) (*backendSession, error) {
+	key := shard + "\x00compute"
+	gen := c.srv.shards.gen.Load()
+	b := c.backends[key]
+	if b != nil && b.gen == gen {
+		return b, nil
+	}
+	in, err := c.srv.shards.pick(shard, false)
+	if err != nil {
+		return nil, err
+	}
+	if b != nil {
+		if b.inst == in {
+			b.gen = gen
+			return b, nil
+		}
+		c.dropSession(b)
+	}
+	var sess *sidecar.ClientSession
+	if in.rec.SessionAddr != "" {
+		sess, err = c.dialFramed(ctx, in)
+	} else {
+		sess, err = in.client.OpenCancelableSession(ctx, c.database, c.user, c.cancelToken)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b = &backendSession{shard: shard, inst: in, sess: sess, gen: gen}
+	c.backends[key] = b
+	return b, nil
+}
+
+// gathering is one gather's state on its computing backend.
+type gathering struct {
+	c      *clientConn
+	comp   *backendSession
+	limit  int64 // bytes
+	pulled int64 // bytes pulled so far
+	broken bool  // the computing stream failed: drop it rather than reuse it
+}
+
+// run sends frontend to the computing backend and returns the answer's
+// first error message, if any.
+func (g *gathering) run(frontend []byte) (errMsg []byte, res sidecar.Result, err error) {
+	res, err = g.comp.sess.RunLast(&pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: frontend, Settings: g.c.settings.list},
+		func(chunk []byte, _ bool) error {
+			return backendMessages(chunk, func(typ byte, msg []byte) error {
+				if typ == 'E' && errMsg == nil {
+					errMsg = append([]byte(nil), msg...)
+				}
+				return nil
+			})
+		})
+	if err != nil {
+		g.broken = true
+	}
+	return errMsg, res, err
+}
+
+// quiet runs sql on the computing backend; its error, if any, is the
+// statement's.
+func (g *gathering) quiet(sql string) bool {
+	errMsg, _, err := g.run(queryMessage(sql))
+	return g.ok(errMsg, err)
+}
+
+// ok reports success, or answers the client with the failure.
+func (g *gathering) ok(errMsg []byte, err error) bool {
+	switch {
+	case err != nil:
+		g.c.out = appendError(g.c.out, "ERROR", shardError(g.comp.shard, err))
+	case errMsg != nil:
+		g.c.out = append(g.c.out, errMsg...)
+	default:
+		return true
+	}
+	g.c.failTx()
+	return false
+}
+
+// rollback ends the computing transaction, which drops its temporary
+// tables; a stream that failed is closed instead (the sidecar rolls back
+// and resets its backend).
+func (g *gathering) rollback() {
+	if !g.broken {
+		if _, _, err := g.run(queryMessage("ROLLBACK")); err == nil {
+			return
+		}
+	}
+	g.c.dropSession(g.comp)
+}
+
+// load fills t's temporary table from its shards.
+func (g *gathering) load(ctx context.Context, t planner.GatherTable) bool {
+	errMsg, res, err := g.run(queryMessage("COPY pg_temp." + t.Temp + " FROM STDIN (FORMAT binary)"))
+	if !g.ok(errMsg, err) {
+		return false
+	}
+	if !res.CopyIn {
+		g.c.out = appendError(g.c.out, "ERROR", pgerr.New(pgerr.InternalError, "gathering %s: the computing shard did not start COPY", t.Table))
+		g.c.failTx()
+		return false
+	}
+	w := copyWriter{g: g, buf: appendCopyData(nil, binaryCopyHeader)}
+	rows := int64(0)
+	for _, shard := range t.Shards {
+		n, ok := g.pull(ctx, shard, t, &w)
+		if !ok {
+			g.abortCopy()
+			return false
+		}
+		rows += n
+	}
+	w.buf = appendCopyData(w.buf, binaryCopyTrailer)
+	w.buf = append(w.buf, 'c', 0, 0, 0, 4)
+	errMsg, _, err = g.run(w.buf)
+	if !g.ok(errMsg, err) {
+		return false
+	}
+	if rows >= analyzeRows {
+		return g.quiet("ANALYZE pg_temp." + t.Temp)
+	}
+	return true
+}
+
+// abortCopy ends the computing backend's COPY after a failed pull; the
+// client already has the statement's error.
+func (g *gathering) abortCopy() {
+	if g.broken {
+		return
+	}
+	if _, _, err := g.run(appendCopyFail(nil, "tessera: a pull failed")); err != nil {
+		g.broken = true
+	}
+}
+
+// pull copies one shard's rows of t into w and returns how many.
+func (g *gathering) pull(ctx context.Context, shard string, t planner.GatherTable, w *copyWriter) (int64, bool) {
+	c := g.c
+	b, err := c.session(ctx, shard, c.settings.replica())
+	if err == nil {
+		err = c.joinTx(ctx, b)
+	}
+	if err != nil {
+		c.out = appendError(c.out, "ERROR", shardError(shard, err))
+		c.failTx()
+		return 0, false
+	}
+	var (
+		rows      int64
+		header    = true
+		errMsg    []byte
+		sendErr   error
+		tooLarge  bool
+		cancelled bool
+	)
+	q := queryMessage("COPY (" + t.Pull + ") TO STDOUT (FORMAT binary)")
+	res, err := c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte, _ bool) error {
+		return backendMessages(chunk, func(typ byte, msg []byte) error {
+			switch typ {
+			case 'E':
+				if errMsg == nil {
+					errMsg = append([]byte(nil), msg...)
+				}
+			case 'd':
+				if sendErr != nil || tooLarge {
+					return nil // drained: the answer's end is still read
+				}
+				data := msg[5:]
+				if header {
+					header = false
+					data = skipCopyHeader(data)
+				}
+				if len(data) == 0 || len(data) == 2 && data[0] == 0xff && data[1] == 0xff {
+					return nil // the trailer: one is written for every shard
+				}
+				rows++
+				g.pulled += int64(len(data))
+				if g.pulled > g.limit {
+					tooLarge = true
+					if !cancelled {
+						cancelled = true
+						// Stop the shard's COPY rather than read it all.
+						go c.cancelRunning()
+					}
+					return nil
+				}
+				sendErr = w.write(data)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		c.out = appendError(c.out, "ERROR", shardError(shard, err))
+		c.failTx()
+		return 0, false
+	}
+	c.adoptStatus(shard, res.TxStatus)
+	switch {
+	case tooLarge:
+		c.out = appendError(c.out, "ERROR", errGatherTooLarge(g.limit))
+	case errMsg != nil:
+		c.out = append(c.out, errMsg...)
+	case sendErr != nil:
+		c.out = appendError(c.out, "ERROR", shardError(g.comp.shard, sendErr))
+	default:
+		return rows, true
+	}
+	c.failTx()
+	return 0, false
+}
+
+// skipCopyHeader removes the binary COPY header from the first data of
+// a shard's answer.
+func skipCopyHeader(data []byte) []byte {
+	const fixed = 19 // signature (11), flags (4), extension length (4)
+	if len(data) < fixed {
+		return nil
+	}
+	ext := int(binary.BigEndian.Uint32(data[15:19]))
+	if fixed+ext > len(data) {
+		return nil
+	}
+	return data[fixed+ext:]
+}
+
+// copyWriter gathers CopyData messages for the computing backend and
+// sends them on every copyBatch bytes.
+type copyWriter struct {
+	g   *gathering
+	buf []byte
+}
+
+func (w *copyWriter) write(row []byte) error {
+	w.buf = appendCopyData(w.buf, row)
+	if len(w.buf) < copyBatch {
+		return nil
+	}
+	errMsg, _, err := w.g.run(w.buf)
+	w.buf = w.buf[:0]
+	if err == nil && errMsg != nil {
+		err = pgwire.ParseError(errMsg)
+	}
+	if err != nil {
+		return fmt.Errorf("loading gathered rows: %w", err)
+	}
+	return nil
+}
+
+func appendCopyData(dst, data []byte) []byte {
+	dst = append(dst, 'd')
+	dst = binary.BigEndian.AppendUint32(dst, uint32(4+len(data)))
+	return append(dst, data...)
+}
+
+func appendCopyFail(dst []byte, why string) []byte {
+	dst = append(dst, 'f')
+	dst = binary.BigEndian.AppendUint32(dst, uint32(4+len(why)+1))
+	return append(append(dst, why...), 0)
+}
+
+// parseGatherLimit reads tessera.gather_limit: bytes, or a number with
+// kB, MB or GB.
+func parseGatherLimit(value string) (int64, error) {
+	v := strings.TrimSpace(strings.ToLower(value))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}} {
+		if strings.HasSuffix(v, u.suffix) {
+			v, mult = strings.TrimSpace(strings.TrimSuffix(v, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, errors.New("bad size")
+	}
+	return n * mult, nil
+}
