@@ -53,7 +53,7 @@ type routed struct {
 	// shardStmt: in the extended protocol, the statement the shards run
 	// for an engine plan with other SQL (engine.Plan.ShardSQL), bound
 	// with the client's parameters.
-	shardStmt    *pb.PreparedStatement
+	shardStmt *pb.PreparedStatement
 	// gather: the statement is computed by Postgres over the rows
 	// gathered from the shards (gather.go); in the extended protocol
 	// shardStmt is then the computing statement.
