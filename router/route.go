@@ -37,6 +37,7 @@ func (c *clientConn) planView(sql string, oids []uint32) ([]*plannedStmt, int64,
 		// A snapshot of the catalog cannot see the transaction's DDL.
 		UncommittedDDL: c.tx.ddl,
 		ReplicaReads:   replica,
+		NoGather:       c.settings.gather == "off",
 	})
 	c.stat.planned(stmts)
 	return stmts, snap.Revision, replica, err

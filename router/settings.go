@@ -36,6 +36,8 @@ type sessionSettings struct {
 	// gatherLimit: tessera.gather_limit, the most bytes of rows one
 	// statement may gather (gather.go); "" is the default.
 	gatherLimit string
+	// gather: tessera.gather, "on" (default) or "off" (refuse instead).
+	gather string
 }
 
 func autoPrepDefault(off bool) string {
@@ -134,6 +136,17 @@ func (s *sessionSettings) setTessera(name, value string) error {
 			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.auto_prepare": %q (on or off)`, value)
 		}
 		s.autoPrep = value
+	case "tessera.gather":
+		switch value {
+		case "on", "true", "yes", "1":
+			value = "on"
+		case "off", "false", "no", "0":
+			value = "off"
+		case "default":
+		default:
+			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.gather": %q (on or off)`, value)
+		}
+		s.gather = value
 	case "tessera.gather_limit":
 		if _, err := parseGatherLimit(value); err != nil && value != "default" {
 			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.gather_limit": %q (bytes, or a number of kB, MB or GB)`, value)
@@ -166,6 +179,8 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 		return pick(s.ddlStrategy, ddlDirect), nil
 	case "tessera.auto_prepare":
 		return pick(s.autoPrep, pick(s.autoPrepDefault, "on")), nil
+	case "tessera.gather":
+		return pick(s.gather, "on"), nil
 	case "tessera.gather_limit":
 		return strconv.FormatInt(s.gatherLimitBytes(), 10), nil
 	}

@@ -103,7 +103,7 @@ func (g *GatherPlan) describe() []string {
 func (c *planCtx) planGather(st *Statement, q *query, refs []*tableRef, f *facts) {
 	refused := st.Err != nil && gatherReplaces(st.Err)
 	fallback := st.Err == nil && st.Route == Shard && (st.multiShard != nil || hasSeparateKeys(st.Keys))
-	if !refused && !fallback || !c.gatherable(q, f, st) {
+	if !refused && !fallback || c.in.NoGather || !c.gatherable(q, f, st) {
 		return
 	}
 	if orderDependent(q.sel) || c.inexactAggregates(q.sel, refs) {
@@ -127,6 +127,11 @@ func (c *planCtx) planGather(st *Statement, q *query, refs []*tableRef, f *facts
 // what needs rows of several shards combined.
 func gatherReplaces(err error) bool {
 	msg := err.Error()
+	if strings.Contains(msg, "user-defined") {
+		// A user's aggregate may call functions that write, which the
+		// computing transaction (rolled back) would silently undo.
+		return false
+	}
 	return strings.Contains(msg, "across shards is not supported yet") ||
 		strings.Contains(msg, "a join across shard groups")
 }
