@@ -94,6 +94,12 @@ func (c *clientConn) gatherCompute(ctx context.Context, r *routed, frontend []by
 	} else {
 		prepared = nil
 	}
+	if g.TxTime && c.tx.active {
+		c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.FeatureNotSupported,
+			"a statement across shards that reads the transaction's time or backend (now(), CURRENT_DATE, pg_backend_pid()...) inside a transaction is not supported yet"))
+		c.failTx()
+		return true, nil
+	}
 	comp, err := c.computeSession(ctx, g.Compute)
 	if err != nil {
 		c.out = appendError(c.out, "ERROR", shardError(g.Compute, err))
@@ -102,7 +108,7 @@ func (c *clientConn) gatherCompute(ctx context.Context, r *routed, frontend []by
 	}
 	g2 := gathering{c: c, comp: comp, limit: c.settings.gatherLimitBytes()}
 	defer g2.rollback()
-	setup := []string{"BEGIN READ WRITE"}
+	setup := append([]string{"BEGIN READ WRITE"}, c.txLocalSettings()...)
 	for _, t := range g.Tables {
 		setup = append(setup, t.Create)
 	}
@@ -133,6 +139,22 @@ func (c *clientConn) gatherCompute(ctx context.Context, r *routed, frontend []by
 		c.failTx()
 	}
 	return f.failed, nil
+}
+
+// txLocalSettings are the statements that gave the client's open
+// transaction its local settings (SET LOCAL, and the savepoints that
+// scope them), which the computing transaction replays so that the
+// statement is computed with them; SET TRANSACTION, which would
+// change the computing transaction's own mode, is left out.
+func (c *clientConn) txLocalSettings() []string {
+	var out []string
+	for _, sql := range c.tx.scoped {
+		if f := strings.Fields(strings.ToUpper(sql)); len(f) >= 2 && f[0] == "SET" && f[1] == "TRANSACTION" {
+			continue
+		}
+		out = append(out, sql)
+	}
+	return out
 }
 
 // computeSession returns the client's second stream to shard's primary,

@@ -47,6 +47,12 @@ type GatherPlan struct {
 	// the name or alias they had), deparsed by pg_query. Parameters keep
 	// their numbers.
 	SQL string
+	// TxTime: the statement reads the transaction's start time (now(),
+	// CURRENT_DATE...) or its backend's pid, which the computing
+	// transaction does not share with the client's own: the router
+	// refuses it inside a transaction (outside one, the statement is
+	// its own transaction on one Postgres too).
+	TxTime bool
 }
 
 // GatherTable is one table a gathered statement reads.
@@ -243,7 +249,39 @@ func (c *planCtx) gatherPlan(sel *pg_query.SelectStmt, refs []*tableRef) (*Gathe
 		return nil, false
 	}
 	g.SQL = sql
+	g.TxTime = readsTxTime(sel)
 	return g, true
+}
+
+// txTimeFunctions answer by the transaction or backend they run in.
+var txTimeFunctions = map[string]bool{
+	"now": true, "current_timestamp": true, "transaction_timestamp": true,
+	"statement_timestamp": true, "pg_backend_pid": true,
+}
+
+// readsTxTime reports a statement calling txTimeFunctions or reading
+// CURRENT_DATE, CURRENT_TIME, CURRENT_TIMESTAMP, LOCALTIME or
+// LOCALTIMESTAMP.
+func readsTxTime(sel *pg_query.SelectStmt) bool {
+	found := false
+	walk(sel.ProtoReflect(), func(m proto.Message) bool {
+		switch x := m.(type) {
+		case *pg_query.FuncCall:
+			if len(x.Funcname) > 0 && txTimeFunctions[x.Funcname[len(x.Funcname)-1].GetString_().GetSval()] {
+				found = true
+			}
+		case *pg_query.SQLValueFunction:
+			switch x.Op {
+			case pg_query.SQLValueFunctionOp_SVFOP_CURRENT_USER, pg_query.SQLValueFunctionOp_SVFOP_CURRENT_ROLE,
+				pg_query.SQLValueFunctionOp_SVFOP_SESSION_USER, pg_query.SQLValueFunctionOp_SVFOP_USER,
+				pg_query.SQLValueFunctionOp_SVFOP_CURRENT_CATALOG, pg_query.SQLValueFunctionOp_SVFOP_CURRENT_SCHEMA:
+			default:
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
 }
 
 // gatherShards is where a table's rows are pulled from.
