@@ -36,6 +36,28 @@ var exactTypeNames = map[string]bool{
 // proven exact.
 func (c *planCtx) inexactAggregates(sel *pg_query.SelectStmt, refs []*tableRef) bool {
 	inexact := false
+	e := &exactness{c: c, outputs: map[string][]*pg_query.Node{}}
+	walk(sel.ProtoReflect(), func(m proto.Message) bool {
+		st, ok := m.(*pg_query.SelectStmt)
+		if !ok || st == sel {
+			return true
+		}
+		// A set operation's columns are named by its first arm and
+		// defined by every arm, by position.
+		arms := setArms(st, nil)
+		for i, t := range arms[0].TargetList {
+			name := outputName(t.GetResTarget())
+			if name == "" {
+				continue
+			}
+			for _, arm := range arms {
+				if i < len(arm.TargetList) {
+					e.outputs[name] = append(e.outputs[name], arm.TargetList[i].GetResTarget().GetVal())
+				}
+			}
+		}
+		return true
+	})
 	walk(sel.ProtoReflect(), func(m proto.Message) bool {
 		fc, ok := m.(*pg_query.FuncCall)
 		if !ok || len(fc.Funcname) == 0 {
@@ -43,7 +65,7 @@ func (c *planCtx) inexactAggregates(sel *pg_query.SelectStmt, refs []*tableRef) 
 		}
 		if addingAggregates[fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval()] {
 			for _, a := range fc.Args {
-				if !c.exactValue(a, refs) {
+				if !e.value(a, refs) {
 					inexact = true
 				}
 			}
@@ -53,35 +75,66 @@ func (c *planCtx) inexactAggregates(sel *pg_query.SelectStmt, refs []*tableRef) 
 	return inexact
 }
 
-// exactValue reports an expression proven to have an integer or numeric value.
-func (c *planCtx) exactValue(n *pg_query.Node, refs []*tableRef) bool {
+// setArms lists the plain SELECTs of a set operation, left to right (a
+// plain SELECT is its own one arm).
+func setArms(st *pg_query.SelectStmt, out []*pg_query.SelectStmt) []*pg_query.SelectStmt {
+	if st.Op == pg_query.SetOperation_SETOP_NONE {
+		return append(out, st)
+	}
+	return setArms(st.Rarg, setArms(st.Larg, out))
+}
+
+// outputName is the column name Postgres gives a select-list item when
+// it can be told from the parse tree, else "".
+func outputName(rt *pg_query.ResTarget) string {
+	if rt.GetName() != "" {
+		return rt.GetName()
+	}
+	if cr := rt.GetVal().GetColumnRef(); cr != nil {
+		return cr.Fields[len(cr.Fields)-1].GetString_().GetSval()
+	}
+	return ""
+}
+
+// exactness proves expressions exact.
+type exactness struct {
+	c *planCtx
+	// outputs are the expressions of the statement's subqueries' output
+	// columns by name (a column of a derived table or CTE is proven
+	// exact when every output of its name anywhere is).
+	outputs map[string][]*pg_query.Node
+	depth   int
+}
+
+// value reports an expression proven to have an integer or numeric value.
+func (e *exactness) value(n *pg_query.Node, refs []*tableRef) bool {
 	switch x := n.GetNode().(type) {
 	case *pg_query.Node_ColumnRef:
-		return c.exactColumn(x.ColumnRef, refs)
+		return e.column(x.ColumnRef, refs)
 	case *pg_query.Node_AConst:
 		k := x.AConst
 		return k.Isnull || k.GetIval() != nil || k.GetFval() != nil
 	case *pg_query.Node_AExpr:
-		e := x.AExpr
-		if e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 {
+		ax := x.AExpr
+		if ax.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(ax.Name) != 1 {
 			return false
 		}
-		switch e.Name[0].GetString_().GetSval() {
+		switch ax.Name[0].GetString_().GetSval() {
 		case "+", "-", "*", "/", "%":
 		default:
 			return false
 		}
-		return (e.Lexpr == nil || c.exactValue(e.Lexpr, refs)) && c.exactValue(e.Rexpr, refs)
+		return (ax.Lexpr == nil || e.value(ax.Lexpr, refs)) && e.value(ax.Rexpr, refs)
 	case *pg_query.Node_CaseExpr:
 		for _, w := range x.CaseExpr.Args {
-			if !c.exactValue(w.GetCaseWhen().GetResult(), refs) {
+			if !e.value(w.GetCaseWhen().GetResult(), refs) {
 				return false
 			}
 		}
-		return x.CaseExpr.Defresult == nil || c.exactValue(x.CaseExpr.Defresult, refs)
+		return x.CaseExpr.Defresult == nil || e.value(x.CaseExpr.Defresult, refs)
 	case *pg_query.Node_CoalesceExpr:
 		for _, a := range x.CoalesceExpr.Args {
-			if !c.exactValue(a, refs) {
+			if !e.value(a, refs) {
 				return false
 			}
 		}
@@ -94,9 +147,10 @@ func (c *planCtx) exactValue(n *pg_query.Node, refs []*tableRef) bool {
 	return false
 }
 
-// exactColumn reports a column reference every table it may name has as
-// an integer or numeric column.
-func (c *planCtx) exactColumn(cr *pg_query.ColumnRef, refs []*tableRef) bool {
+// column reports a column reference every table it may name has as an
+// integer or numeric column, or, naming no table's column, whose every
+// subquery output of that name is exact.
+func (e *exactness) column(cr *pg_query.ColumnRef, refs []*tableRef) bool {
 	var qual, name string
 	switch len(cr.Fields) {
 	case 1:
@@ -111,7 +165,7 @@ func (c *planCtx) exactColumn(cr *pg_query.ColumnRef, refs []*tableRef) bool {
 		if r.catalog || qual != "" && r.qualifier() != qual {
 			continue
 		}
-		cols, err := c.columnNames(r.name)
+		cols, err := e.c.columnNames(r.name)
 		if err != nil {
 			return false
 		}
@@ -121,7 +175,7 @@ func (c *planCtx) exactColumn(cr *pg_query.ColumnRef, refs []*tableRef) bool {
 			}
 			continue
 		}
-		t, err := c.columnType(r.name, name)
+		t, err := e.c.columnType(r.name, name)
 		if err != nil {
 			return false
 		}
@@ -132,5 +186,21 @@ func (c *planCtx) exactColumn(cr *pg_query.ColumnRef, refs []*tableRef) bool {
 		}
 		found = true
 	}
-	return found
+	// The name may also be a derived table's or CTE's column: every
+	// output of that name must be exact too.
+	defs := e.outputs[name]
+	if len(defs) == 0 {
+		return found
+	}
+	if e.depth > 8 {
+		return false
+	}
+	e.depth++
+	defer func() { e.depth-- }()
+	for _, d := range defs {
+		if !e.value(d, refs) {
+			return false
+		}
+	}
+	return true
 }

@@ -124,3 +124,21 @@ func TestGatherKeepsRefusals(t *testing.T) {
 		t.Errorf("NoGather: %v", stmts[0].Err)
 	}
 }
+
+// TestGatherExactSums: sums over derived tables' columns are gathered
+// when every definition of the column is exact (TPC-H's volume), and
+// refused when one is not.
+func TestGatherExactSums(t *testing.T) {
+	for sql, gathered := range map[string]bool{
+		"SELECT sum(v) FROM (SELECT o.total * (1 - o.total) AS v FROM customers c JOIN orders o ON o.note = c.name) s":                                       true,
+		"SELECT sum(CASE WHEN name = 'x' THEN v ELSE 0 END) / sum(v) FROM (SELECT c.name, o.total AS v FROM customers c JOIN orders o ON o.note = c.name) s": true,
+		"SELECT sum(v) FROM (SELECT o.weight AS v FROM customers c JOIN orders o ON o.note = c.name) s":                                                      false,
+		"SELECT sum(v) FROM (SELECT o.total AS v FROM orders o UNION ALL SELECT o.weight FROM orders o JOIN customers c ON o.note = c.name) s":               false,
+		"SELECT avg(total::float8) FROM customers c JOIN orders o ON o.note = c.name":                                                                        false,
+	} {
+		st := planGathered(t, sql)
+		if got := st.Route == Gathered; got != gathered {
+			t.Errorf("%s: gathered %v (err %v), want %v", sql, got, st.Err, gathered)
+		}
+	}
+}
