@@ -55,6 +55,10 @@ import (
 // defaultGatherLimit is tessera.gather_limit's default, in bytes.
 const defaultGatherLimit = 256 << 20
 
+// gatherLockTimeout bounds the computing transaction's wait for a lock
+// on a table's definition (55P03 past it).
+const gatherLockTimeout = "10s"
+
 // analyzeRows: a temporary table given this many rows or more is
 // analyzed before the statement runs, so that Postgres plans joins over
 // it by its real statistics.
@@ -100,6 +104,15 @@ func (c *clientConn) gatherCompute(ctx context.Context, r *routed, frontend []by
 		c.failTx()
 		return true, nil
 	}
+	if c.tx.ddl {
+		// The computing backend would see the tables' definitions as
+		// committed, not as the transaction changed them, and wait for
+		// the locks the transaction's DDL holds.
+		c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.FeatureNotSupported,
+			"a statement across shards that needs gathering, in a transaction that ran DDL, is not supported yet"))
+		c.failTx()
+		return true, nil
+	}
 	comp, err := c.computeSession(ctx, g.Compute)
 	if err != nil {
 		c.out = appendError(c.out, "ERROR", shardError(g.Compute, err))
@@ -108,7 +121,10 @@ func (c *clientConn) gatherCompute(ctx context.Context, r *routed, frontend []by
 	}
 	g2 := gathering{c: c, comp: comp, limit: c.settings.gatherLimitBytes()}
 	defer g2.rollback()
-	setup := append([]string{"BEGIN READ WRITE"}, c.txLocalSettings()...)
+	// The computing backend reads the tables' definitions: a lock the
+	// client's own transaction holds on one (LOCK TABLE) would make it
+	// wait for the client, which waits for it; lock_timeout ends that.
+	setup := append([]string{"BEGIN READ WRITE", "SET LOCAL lock_timeout = '" + gatherLockTimeout + "'"}, c.txLocalSettings()...)
 	for _, t := range g.Tables {
 		setup = append(setup, t.Create)
 	}

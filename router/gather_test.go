@@ -195,3 +195,35 @@ func TestGatherErrorsCancelAndLimit(t *testing.T) {
 		t.Fatalf("left behind: %d temporary tables, %d backends in a gather's transaction", tables, backends)
 	}
 }
+
+// TestGatherInTransactionsWithLocksAndDDL: a gather never waits forever
+// for a lock the client's own transaction holds (55P03), and one in a
+// transaction that ran DDL is refused (0A000); both leave nothing behind.
+func TestGatherInTransactionsWithLocksAndDDL(t *testing.T) {
+	conn := gatherSetup(t)
+	ctx := context.Background()
+	for _, c := range []struct{ first, code string }{
+		{"LOCK TABLE gather_notes IN ACCESS EXCLUSIVE MODE", "55P03"},
+		{"ALTER TABLE gather_notes ADD COLUMN extra int", "0A000"},
+	} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, c.first); err != nil {
+			t.Fatal(c.first, err)
+		}
+		var n int64
+		err = tx.QueryRow(ctx, gatherJoin).Scan(&n)
+		if sqlstate(err) != c.code {
+			t.Errorf("after %s: %v, want %s", c.first, err, c.code)
+		}
+		tx.Rollback(ctx)
+	}
+	if n, err := countOf(t, conn, gatherJoin, pgx.QueryExecModeSimpleProtocol); err != nil || n != 300 {
+		t.Fatalf("afterwards: %d, %v; want 300", n, err)
+	}
+	if tables, backends := leftBehind(t); tables != 0 || backends != 0 {
+		t.Fatalf("left behind: %d temporary tables, %d backends in a gather's transaction", tables, backends)
+	}
+}
