@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The gather path (router/gather.go) on the store example: customers is
@@ -226,4 +227,13 @@ func TestGatherInTransactionsWithLocksAndDDL(t *testing.T) {
 	if tables, backends := leftBehind(t); tables != 0 || backends != 0 {
 		t.Fatalf("left behind: %d temporary tables, %d backends in a gather's transaction", tables, backends)
 	}
+}
+
+// withoutGather runs sql with tessera.gather off, as the tests of the
+// shards' and the engine's refusals expect, and returns its tag.
+func withoutGather(t *testing.T, conn *pgx.Conn, sql string) (pgconn.CommandTag, error) {
+	t.Helper()
+	mustExec(t, conn, "SET tessera.gather = off")
+	defer mustExec(t, conn, "RESET tessera.gather")
+	return conn.Exec(context.Background(), sql)
 }
