@@ -355,14 +355,16 @@ func (g *gathering) pull(ctx context.Context, shard string, t planner.GatherTabl
 				g.pulled += int64(len(data))
 				if g.pulled > g.limit {
 					tooLarge = true
-					if !cancelled {
-						cancelled = true
-						// Stop the shard's COPY rather than read it all.
-						go c.cancelRunning()
-					}
-					return nil
+				} else {
+					sendErr = w.write(data)
 				}
-				sendErr = w.write(data)
+				if (tooLarge || sendErr != nil) && !cancelled {
+					cancelled = true
+					// Stop the shard's COPY rather than read it all. The
+					// shard's statement is the one running now (c.run),
+					// so the cancel cannot reach a later one.
+					c.cancelRunning()
+				}
 			}
 			return nil
 		})
@@ -376,10 +378,11 @@ func (g *gathering) pull(ctx context.Context, shard string, t planner.GatherTabl
 	switch {
 	case tooLarge:
 		c.out = appendError(c.out, "ERROR", errGatherTooLarge(g.limit))
+	case sendErr != nil:
+		// Before the shard's error, which may be the cancel it caused.
+		c.out = appendError(c.out, "ERROR", shardError(g.comp.shard, sendErr))
 	case errMsg != nil:
 		c.out = append(c.out, errMsg...)
-	case sendErr != nil:
-		c.out = appendError(c.out, "ERROR", shardError(g.comp.shard, sendErr))
 	default:
 		return rows, true
 	}
