@@ -104,6 +104,14 @@ func (c *clientConn) gatherCompute(ctx context.Context, r *routed, frontend []by
 		c.failTx()
 		return true, nil
 	}
+	if executeRowLimit(frontend) {
+		// The computing transaction ends with the statement: a portal
+		// suspended after some rows could not be resumed.
+		c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.FeatureNotSupported,
+			"Execute with a row limit of a statement across shards that needs gathering is not supported yet"))
+		c.failTx()
+		return true, nil
+	}
 	if c.tx.ddl {
 		// The computing backend would see the tables' definitions as
 		// committed, not as the transaction changed them, and wait for
@@ -155,6 +163,22 @@ func (c *clientConn) gatherCompute(ctx context.Context, r *routed, frontend []by
 		c.failTx()
 	}
 	return f.failed, nil
+}
+
+// executeRowLimit reports an Execute in frontend with a row limit.
+func executeRowLimit(frontend []byte) bool {
+	limited := false
+	backendMessages(frontend, func(typ byte, msg []byte) error {
+		if typ != 'E' {
+			return nil
+		}
+		_, off, err := cstring(msg, 5)
+		if err == nil && off+4 <= len(msg) && binary.BigEndian.Uint32(msg[off:]) != 0 {
+			limited = true
+		}
+		return nil
+	})
+	return limited
 }
 
 // txLocalSettings are the statements that gave the client's open
