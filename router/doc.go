@@ -21,7 +21,8 @@
 // extended.go (the two query protocols), ownnames.go (a pinned session's
 // prepared statements under the client's names), route.go and routed.go
 // (from a plan to targets), exec.go (running a statement on one, several or all
-// shards), forward.go (passing answers through, merging scatter answers),
+// shards), gather.go and gather_copy.go (reads Postgres computes over rows
+// gathered from the shards), forward.go (passing answers through, merging scatter answers),
 // txn.go (transactions), atomic.go (their two-phase commit across
 // shards, package twophase), follow.go (the relations and cursors a session
 // made, and where they are), settings.go (SET/SHOW and Tessera's settings),

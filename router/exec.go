@@ -84,6 +84,8 @@ func (c *clientConn) dispatch(ctx context.Context, r *routed, frontend []byte, p
 		return c.splitInsert(ctx, r, frontend, prepared)
 	case routeCopyInto:
 		return c.startCopyInto(ctx, r, frontend, prepared)
+	case routeGather:
+		return c.gatherCompute(ctx, r, frontend, prepared)
 	}
 	return c.one(ctx, r, r.shards[0], frontend, prepared, scan)
 }

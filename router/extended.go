@@ -347,6 +347,9 @@ func (c *clientConn) bind(msg []byte) error {
 	if r.engine != nil && r.engine.ShardSQL != "" {
 		r.shardStmt = &pb.PreparedStatement{Name: p.shardName(r.engine.ShardSQL), Query: r.engine.ShardSQL, ParamOids: p.oids}
 	}
+	if r.gather != nil {
+		r.shardStmt = &pb.PreparedStatement{Name: p.shardName(r.gather.SQL), Query: r.gather.SQL, ParamOids: p.oids}
+	}
 	if r.mode == routeSplit && r.err == nil {
 		// Each shard gets its own Bind; the client's stays in the batch
 		// to mark where they go.

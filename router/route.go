@@ -37,6 +37,7 @@ func (c *clientConn) planView(sql string, oids []uint32) ([]*plannedStmt, int64,
 		// A snapshot of the catalog cannot see the transaction's DDL.
 		UncommittedDDL: c.tx.ddl,
 		ReplicaReads:   replica,
+		NoGather:       c.settings.gather == "off",
 	})
 	c.stat.planned(stmts)
 	return stmts, snap.Revision, replica, err
@@ -219,6 +220,11 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 			c.routeSplit(&r, st, params)
 			return r
 		}
+		if err != nil && st.Gather != nil && pgerr.Code(err) == pgerr.FeatureNotSupported {
+			// Keys reaching several shards: computed by gathering.
+			routeGathered(&r, st.Gather)
+			return r
+		}
 		if err != nil {
 			r.err = err
 			return r
@@ -243,6 +249,9 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 		}
 	case planner.Authoritative:
 		r.shards, r.mode = c.fixedShard(st), routeOne
+	case planner.Gathered:
+		routeGathered(&r, st.Gather)
+		return r
 	default:
 		r.shards, r.mode = c.txOrAuthoritative(nil), routeOne
 		if shard, ok := c.cursors[st.Name]; ok && st.Kind == planner.Utility && st.Name != "" {
@@ -349,7 +358,7 @@ func (c *clientConn) sameShard(stmts []*plannedStmt) bool {
 				continue
 			}
 			return false
-		case st.Route == planner.Router || st.Route == planner.Shard || st.Route == planner.Everywhere || len(st.Targets) != 1:
+		case st.Route == planner.Router || st.Route == planner.Shard || st.Route == planner.Gathered || st.Route == planner.Everywhere || len(st.Targets) != 1:
 			return false
 		case st.SessionState != 0:
 			return false

@@ -33,6 +33,7 @@ const (
 	routeEverywhere                  // DDL: every shard; one answer
 	routeSplit                       // a multi-row INSERT split by shard (insertsplit.go)
 	routeCopyInto                    // COPY FROM STDIN split by shard (copyinto.go)
+	routeGather                      // rows gathered into the authoritative shard, which computes the answer (gather.go)
 )
 
 // routed is one statement with its targets resolved.
@@ -55,7 +56,11 @@ type routed struct {
 	// shardStmt: in the extended protocol, the statement the shards run
 	// for an engine plan with other SQL (engine.Plan.ShardSQL), bound
 	// with the client's parameters.
-	shardStmt    *pb.PreparedStatement
+	shardStmt *pb.PreparedStatement
+	// gather: the statement is computed by Postgres over the rows
+	// gathered from the shards (gather.go); in the extended protocol
+	// shardStmt is then the computing statement.
+	gather       *planner.GatherPlan
 	sessionState bool // binds the client session to one backend from now on
 	rollbackTo   bool // ROLLBACK TO, which a failed transaction may run
 	scan         bool // the caller must know whether the statement failed

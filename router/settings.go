@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -38,6 +39,11 @@ type sessionSettings struct {
 	// sorts and aggregations hold before they spill (memory.go); 0: the
 	// default.
 	queryMemory int64
+	// gatherLimit: tessera.gather_limit, the most bytes of rows one
+	// statement may gather (gather.go); "" is the default.
+	gatherLimit string
+	// gather: tessera.gather, "on" (default) or "off" (refuse instead).
+	gather string
 }
 
 func autoPrepDefault(off bool) string {
@@ -149,6 +155,22 @@ func (s *sessionSettings) setTessera(name, value string) error {
 			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.auto_prepare": %q (on or off)`, value)
 		}
 		s.autoPrep = value
+	case "tessera.gather":
+		switch value {
+		case "on", "true", "yes", "1":
+			value = "on"
+		case "off", "false", "no", "0":
+			value = "off"
+		case "default":
+		default:
+			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.gather": %q (on or off)`, value)
+		}
+		s.gather = value
+	case "tessera.gather_limit":
+		if _, err := parseGatherLimit(value); err != nil && value != "default" {
+			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.gather_limit": %q (bytes, or a number of kB, MB or GB)`, value)
+		}
+		s.gatherLimit = value
 	default:
 		return pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
 	}
@@ -178,6 +200,10 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 		return pick(s.autoPrep, pick(s.autoPrepDefault, "on")), nil
 	case "tessera.query_memory":
 		return FormatMemory(s.queryMemoryBytes()), nil
+	case "tessera.gather":
+		return pick(s.gather, "on"), nil
+	case "tessera.gather_limit":
+		return strconv.FormatInt(s.gatherLimitBytes(), 10), nil
 	}
 	return "", pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
 }
@@ -188,6 +214,14 @@ func (s *sessionSettings) queryMemoryBytes() int64 {
 		return defaultQueryMemory
 	}
 	return s.queryMemory
+}
+
+// gatherLimitBytes is tessera.gather_limit in bytes.
+func (s *sessionSettings) gatherLimitBytes() int64 {
+	if n, err := parseGatherLimit(s.gatherLimit); err == nil {
+		return n
+	}
+	return defaultGatherLimit
 }
 
 func (s *sessionSettings) replica() bool { return s.target == "replica" }

@@ -115,7 +115,7 @@ func StatementNameAt(sql string, oids []uint32, epoch int64) string {
 // prepared form depend on the statement's shape only, never on a
 // literal's value: the plan is shared by every input of that shape.
 func (c *planCtx) autoPrepare(st *Statement, f *facts, start int) {
-	if st.Err != nil || !st.Pipelinable() {
+	if st.Err != nil || !st.Pipelinable() || st.Gather != nil {
 		return
 	}
 	params := make(map[int]bool, len(f.params))

@@ -35,7 +35,16 @@
 //     keys, user-defined aggregates, which the catalog tells from plain
 //     functions (Routines), window functions, UNION/INTERSECT/EXCEPT,
 //     such clauses in subqueries) is refused with SQLSTATE 0A000 when it
-//     would reach more than one shard.
+//     would reach more than one shard, unless it is gathered (below).
+//   - Gathered (gather.go): a read-only SELECT that would be refused for
+//     needing several shards' rows combined gets a GatherPlan instead:
+//     the rows of each table it reads are pulled (columns and
+//     single-table filters pushed down) into temporary tables of a
+//     transaction on the authoritative shard, which runs the statement
+//     rewritten over them. What gathering would answer otherwise than
+//     one Postgres (answers that follow the stored order of rows, float
+//     sums), what may write, and what is not the client's own SELECT keep
+//     the refusal; tessera.gather = off (Input.NoGather) keeps them all.
 //
 // # Several sharded tables
 //

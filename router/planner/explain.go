@@ -101,7 +101,14 @@ func (s *Statement) Describe(params Params) []string {
 	if s.Auto != nil {
 		lines = append(lines, "Prepared form (alone in a simple-protocol Query, outside a transaction): "+s.Auto.describe())
 	}
+	if s.Route == Gathered {
+		return append(lines, s.Gather.describe()...)
+	}
 	shards, err := s.Shards(params)
+	if err != nil && s.Gather != nil && pgerr.Code(err) == pgerr.FeatureNotSupported {
+		// Keys reaching several shards: gathered instead.
+		return append(lines, s.Gather.describe()...)
+	}
 	if err == ErrSplitInsert {
 		sp, err := s.SplitInsert(params)
 		if err != nil {

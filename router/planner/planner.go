@@ -52,6 +52,9 @@ type Input struct {
 	// (topo.Topology.ReplicaReads), which differs from the primary one
 	// under the same revision; its plans are cached apart.
 	ReplicaReads bool
+	// NoGather: the session turned gathering off (tessera.gather =
+	// off): what the shards cannot answer alone is refused (gather.go).
+	NoGather bool
 }
 
 // Planner turns SQL text into routing plans and caches them. It is safe
@@ -172,6 +175,9 @@ func (sc *scan) cacheKey(exact bool, rev int64, in *Input) []byte {
 	}
 	if in.ReplicaReads {
 		flags |= 2
+	}
+	if in.NoGather {
+		flags |= 4
 	}
 	k = append(k, flags)
 	k = binary.LittleEndian.AppendUint64(k, uint64(rev))

@@ -25,6 +25,9 @@ func (c *planCtx) planQuery(st *Statement, q *query, f *facts) {
 	}
 	st.Tables = tableNames(refs)
 	c.place(st, q, refs, f)
+	if q.read {
+		c.planGather(st, q, refs, f) // gather.go
+	}
 }
 
 // place chooses the route of a query from the placements of its tables.

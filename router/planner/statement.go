@@ -98,6 +98,9 @@ type Statement struct {
 	// CopyInto is the plan of a COPY ... FROM STDIN into a sharded
 	// table, whose rows the router splits by shard (copyinto.go).
 	CopyInto *CopyInto
+	// Gather is how a Gathered statement is answered, or, for a Shard
+	// route, how it is when its keys reach several shards (gather.go).
+	Gather *GatherPlan
 
 	// Err is the error the statement fails with, known at plan time: 0A000
 	// for what Tessera cannot route yet, or the Schema's error for an
@@ -247,11 +250,15 @@ const (
 	// MOVE and CLOSE (which go wherever the cursor was declared), DISCARD,
 	// and the empty query.
 	Router
+	// Gathered pulls the rows of every table the statement reads into
+	// a transaction of the authoritative shard's primary, which computes
+	// the answer (Statement.Gather, gather.go).
+	Gathered
 )
 
 var routeNames = [...]string{
 	Authoritative: "authoritative", Shard: "shard", Scatter: "scatter",
-	Everywhere: "everywhere", Router: "router",
+	Everywhere: "everywhere", Router: "router", Gathered: "gathered",
 }
 
 func (r RouteKind) String() string { return name(routeNames[:], int(r)) }

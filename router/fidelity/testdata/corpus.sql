@@ -819,3 +819,71 @@ SELECT k, nextval('seq_many') FROM items WHERE k = 40;
 SELECT count(*) FROM items WHERE qty < nextval('seq_many');
 SELECT setval('seq_one', 100);
 SELECT nextval('seq_one') AS after_setval;
+
+-- Gather and compute (issue #16, router/gather.go): reads the shards
+-- cannot answer alone and the engine cannot merge are computed by
+-- Postgres over the rows pulled from the shards. Outer joins, joins not
+-- on the shard key, across shard groups and with the unsharded table,
+-- correlated and uncorrelated subqueries, a CTE referenced twice,
+-- windows, set operations, other orders and aggregates, parameters, and
+-- reads inside transactions after writes.
+SELECT i.k, e.k AS ek, e.seq FROM items i JOIN events e ON e.note = i.name ORDER BY 1, 2, 3;
+SELECT count(*) FROM items i JOIN events e ON e.note = i.name;
+SELECT i.k, count(e.seq) FROM items i LEFT JOIN events e ON e.note = i.name GROUP BY i.k ORDER BY 1;
+SELECT i.name, e.note, e.seq FROM items i RIGHT JOIN events e ON e.note = i.name WHERE e.k < 10;
+SELECT i.k, e.k AS ek FROM items i FULL JOIN events e ON e.seq = i.qty WHERE coalesce(i.k, e.k) < 20;
+SELECT i.k, e.seq FROM items i LEFT JOIN events e ON e.k = i.qty WHERE e.seq IS NULL ORDER BY i.k;
+SELECT i.k, n.body FROM items i JOIN notes n ON n.k = i.k ORDER BY i.k, n.body;
+SELECT n.id, i.name FROM notes n LEFT JOIN items i ON i.k = n.k ORDER BY n.id;
+SELECT a.code, i.k FROM accounts a JOIN items i ON i.k = a.owner ORDER BY 1, 2;
+SELECT p.tag, d.v FROM pads p JOIN devices d ON d.v = p.v ORDER BY 1, 2;
+SELECT i.k, kd.label, n.body FROM items i JOIN kinds kd ON kd.code = i.kind LEFT JOIN notes n ON n.k = i.k WHERE i.qty > 1 ORDER BY i.k;
+SELECT k, name FROM items i WHERE qty > (SELECT avg(qty) FROM items x WHERE x.kind = i.kind) ORDER BY k;
+SELECT k FROM items WHERE qty > (SELECT avg(qty) FROM items) ORDER BY k;
+SELECT k FROM items WHERE name IN (SELECT note FROM events WHERE amount > 0) ORDER BY k;
+SELECT k FROM items i WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.note = i.name) ORDER BY k;
+SELECT k, (SELECT max(seq) FROM events e WHERE e.kind = i.kind) AS m FROM items i ORDER BY k;
+WITH big AS (SELECT k, qty FROM items WHERE qty > 2) SELECT a.k, b.k AS bk FROM big a JOIN big b ON a.qty = b.qty AND a.k < b.k ORDER BY 1, 2;
+WITH t AS (SELECT kind, count(*) AS n FROM items GROUP BY kind) SELECT kind, n FROM t WHERE n > (SELECT min(n) FROM t) ORDER BY kind;
+SELECT k, qty, rank() OVER (ORDER BY qty) FROM items ORDER BY k;
+SELECT k, sum(qty) OVER (PARTITION BY kind ORDER BY k) FROM items ORDER BY k;
+SELECT k, row_number() OVER (ORDER BY k), lag(k) OVER (ORDER BY k) FROM items ORDER BY k;
+SELECT kind, avg(price), count(DISTINCT name), stddev(ratio) FROM items GROUP BY kind ORDER BY kind;
+SELECT name, count(*) FROM items GROUP BY name ORDER BY name;
+SELECT name FROM items UNION SELECT note FROM events ORDER BY 1;
+SELECT k FROM items INTERSECT SELECT k FROM events ORDER BY 1;
+SELECT k FROM items EXCEPT ALL SELECT k FROM events;
+SELECT k, day, price FROM items ORDER BY day DESC NULLS LAST, price, k LIMIT 7;
+SELECT k, name FROM items ORDER BY name, k OFFSET 3 LIMIT 5;
+SELECT string_agg(name, ',' ORDER BY k) FROM items WHERE k < 10;
+SELECT array_agg(k ORDER BY k) FILTER (WHERE flag) FROM items;
+SELECT i.k, e.seq FROM items i JOIN events e ON e.note = i.name WHERE i.qty > $1 ORDER BY 1, 2; -- args: [2]
+SELECT count(*) FROM items i JOIN notes n ON n.body = i.name WHERE i.k < 1000;
+SELECT k, ratio, at FROM items WHERE ratio IS NOT NULL ORDER BY ratio, k;
+SELECT i.name, count(*) FROM items i JOIN events e ON e.kind = i.kind GROUP BY i.name HAVING count(*) > 2 ORDER BY 1;
+SELECT k, json_agg(k) OVER (ORDER BY k) FROM items WHERE k < 5 ORDER BY k;
+SELECT json_agg(k) FROM items;
+BEGIN;
+INSERT INTO items (k, qty, name, kind) VALUES (901, 5, 'gathered', 1), (902, 6, 'gathered', 2);
+INSERT INTO notes VALUES (901, 901, 'n901');
+SELECT i.k, n.body FROM items i JOIN notes n ON n.k = i.k WHERE i.k > 900 ORDER BY i.k;
+SELECT i.k, e.seq FROM items i LEFT JOIN events e ON e.note = i.name WHERE i.name = 'gathered' ORDER BY i.k;
+SELECT k, rank() OVER (ORDER BY qty DESC) FROM items WHERE k > 900 ORDER BY k;
+UPDATE events SET note = 'gathered' WHERE k = 5;
+SELECT count(*) AS after_update FROM items i JOIN events e ON e.note = i.name;
+ROLLBACK;
+SELECT count(*) AS after_gather_rollback FROM items WHERE k > 900;
+SET datestyle = 'SQL, DMY';
+SET extra_float_digits = 0;
+SELECT i.k, i.day, i.ratio, e.seq FROM items i JOIN events e ON e.note = i.name ORDER BY 1, 4;
+RESET datestyle;
+RESET extra_float_digits;
+BEGIN;
+SET LOCAL datestyle = 'German';
+SAVEPOINT g1;
+SET LOCAL timezone = 'Asia/Tokyo';
+SELECT i.k, i.day, i.at, n.body FROM items i JOIN notes n ON n.k = i.k ORDER BY i.k, n.body;
+ROLLBACK TO SAVEPOINT g1;
+SELECT i.k, i.day, i.at AS at_after_rollback_to FROM items i JOIN notes n ON n.k = i.k ORDER BY i.k, n.body;
+ROLLBACK;
+SELECT count(*) FROM items i JOIN events e ON e.note = i.name WHERE i.at < now();

@@ -1,0 +1,108 @@
+package router_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BenchmarkGatherJoin is a join the shards cannot answer alone (sharded
+// customers with the unsharded gather_notes, on a column other than the
+// shard key), grouped and ordered: through the router, which gathers the
+// customers' rows into shard-0 and lets Postgres compute, and on one
+// Postgres holding the same rows (database plain_reference on shard-0's
+// instance), in the same run. TESSERA_GATHER_BENCH_ROWS sets the
+// customers (default 20000). Run:
+//
+//	TESSERA_TEST_PORT_OFFSET=... go test -run '^$' -bench GatherJoin ./router
+func BenchmarkGatherJoin(b *testing.B) {
+	rows := 20000
+	if v, err := strconv.Atoi(os.Getenv("TESSERA_GATHER_BENCH_ROWS")); err == nil && v > 0 {
+		rows = v
+	}
+	ctx := context.Background()
+	const keys = "customer_id BETWEEN 7800000 AND 8799999"
+	query := "SELECT n.name, count(*) FROM customers c JOIN gather_notes n ON n.name = c.name WHERE c." + keys + " GROUP BY n.name ORDER BY 1"
+	routed, err := pgx.Connect(ctx, dsn("store"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer routed.Close(ctx)
+	plain := plainReference(b)
+	defer plain.Close(ctx)
+	for _, conn := range []*pgx.Conn{routed, plain} {
+		for _, sql := range []string{
+			"CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)",
+			"CREATE TABLE IF NOT EXISTS gather_notes (id int PRIMARY KEY, name text)",
+			"DELETE FROM customers WHERE " + keys,
+			"DELETE FROM gather_notes",
+			"INSERT INTO gather_notes SELECT g, 'n' || g FROM generate_series(0, 9) g",
+		} {
+			if _, err := conn.Exec(ctx, sql); err != nil {
+				b.Fatal(sql, err)
+			}
+		}
+		for start := 0; start < rows; start += 1000 {
+			var values []string
+			for g := start; g < min(rows, start+1000); g++ {
+				values = append(values, fmt.Sprintf("(%d, 'n%d')", 7800000+g, g%13))
+			}
+			if _, err := conn.Exec(ctx, "INSERT INTO customers VALUES "+strings.Join(values, ", ")); err != nil {
+				b.Fatal(err)
+			}
+		}
+		conn.Exec(ctx, "ANALYZE customers")
+	}
+	var want string
+	for name, conn := range map[string]*pgx.Conn{"one_postgres": plain, "router_gather": routed} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportMetric(float64(rows), "customers")
+			for b.Loop() {
+				got := answer(conn, query, pgx.QueryExecModeExec)
+				if want == "" {
+					want = got
+				} else if got != want {
+					b.Fatalf("answers differ:\n got %s\nwant %s", got, want)
+				}
+			}
+		})
+	}
+}
+
+// plainReference connects to database plain_reference on shard-0's
+// primary (plainPostgres, for benchmarks), creating it if needed.
+func plainReference(b *testing.B) *pgx.Conn {
+	ctx := context.Background()
+	var port int
+	for _, s := range cluster.Info().Shards {
+		for _, in := range s.Instances {
+			if s.UID == "shard-0" && in.Role == "primary" {
+				port = in.Port
+			}
+		}
+	}
+	admin, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", port))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var n int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = 'plain_reference'").Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	if n == 0 {
+		if _, err := admin.Exec(ctx, "CREATE DATABASE plain_reference"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/plain_reference?sslmode=disable", port))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return conn
+}

@@ -1,0 +1,144 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/topo/shardfunc"
+)
+
+// gatherSchema adds the columns of orders to the tests' schema.
+type gatherSchema struct{ fakeSchema }
+
+func (s gatherSchema) ColumnNames(db, schema, table string) ([]string, error) {
+	if db+"."+schema+"."+table == "store.public.orders" {
+		return []string{"order_id", "customer_id", "note", "total", "weight"}, nil
+	}
+	return s.fakeSchema.ColumnNames(db, schema, table)
+}
+
+func (s gatherSchema) ColumnType(db, schema, table, column string) (shardfunc.ColumnType, error) {
+	if db+"."+schema+"."+table == "store.public.orders" && column == "total" {
+		return shardfunc.Numeric, nil
+	}
+	return s.fakeSchema.ColumnType(db, schema, table, column)
+}
+
+func planGathered(t *testing.T, sql string) *Statement {
+	t.Helper()
+	xx := loadTopology(t, "store_xxhash.json")
+	stmts, err := New(0).Plan(xx, 1, gatherSchema{testSchema}, Input{SQL: sql, Database: "store", SearchPath: []string{"public"}})
+	if err != nil {
+		t.Fatalf("%q: %v", sql, err)
+	}
+	return stmts[0]
+}
+
+// TestGatherPlans: what gathering answers instead of a refusal, with the
+// columns and filters pushed to the shards, and the SQL the computing
+// Postgres runs.
+func TestGatherPlans(t *testing.T) {
+	st := planGathered(t, "SELECT c.name, sum(o.total) FROM customers c JOIN orders o ON o.note = c.name WHERE c.customer_id > 10 AND o.total > 5 AND c.name <> o.note GROUP BY 1")
+	if st.Err != nil || st.Route != Gathered || st.Gather == nil {
+		t.Fatalf("route %v, err %v", st.Route, st.Err)
+	}
+	g := st.Gather
+	want := []struct{ table, pull, create string }{
+		{"store.public.customers", "SELECT c.customer_id, c.name FROM public.customers c WHERE c.customer_id > 10",
+			"CREATE TEMP TABLE pg_temp.tessera_gather_1 ON COMMIT DROP AS SELECT customer_id, name FROM public.customers WITH NO DATA"},
+		// Columns are matched by name, whatever table qualifies them:
+		// c.customer_id pulls orders.customer_id too.
+		{"store.public.orders", "SELECT o.customer_id, o.note, o.total FROM public.orders o WHERE o.total > 5",
+			"CREATE TEMP TABLE pg_temp.tessera_gather_2 ON COMMIT DROP AS SELECT customer_id, note, total FROM public.orders WITH NO DATA"},
+	}
+	if len(g.Tables) != len(want) {
+		t.Fatalf("tables %+v", g.Tables)
+	}
+	for i, w := range want {
+		got := g.Tables[i]
+		if got.Table.String() != w.table || got.Pull != w.pull || got.Create != w.create {
+			t.Errorf("table %d:\n got %s | %s | %s\nwant %s | %s | %s", i, got.Table, got.Pull, got.Create, w.table, w.pull, w.create)
+		}
+	}
+	if !strings.Contains(g.SQL, "FROM pg_temp.tessera_gather_1 c JOIN pg_temp.tessera_gather_2 o") || g.Compute != "shard-0" {
+		t.Errorf("compute %s: %s", g.Compute, g.SQL)
+	}
+	if got := strings.Join(g.Shards(), ","); got != "shard-0,customer-shard-1,customer-shard-2" {
+		t.Errorf("shards %s", got)
+	}
+
+	// A filter on an outer join's nullable side, or on a table named
+	// twice, stays with the computing Postgres.
+	st = planGathered(t, "SELECT c.name FROM customers c LEFT JOIN orders o ON o.note = c.name WHERE o.total IS NULL")
+	if st.Route != Gathered || st.Gather.Tables[1].Pushed != 0 {
+		t.Errorf("nullable side: %v %+v", st.Err, st.Gather)
+	}
+	st = planGathered(t, "SELECT a.name FROM customers a JOIN customers b ON a.name = b.name WHERE a.customer_id > 3")
+	if st.Route != Gathered || len(st.Gather.Tables) != 1 || st.Gather.Tables[0].Pushed != 0 {
+		t.Errorf("self join: %v %+v", st.Err, st.Gather)
+	}
+
+	// The literals are in the SQL: a statement of the same shape with
+	// other values is planned afresh, not served another's plan.
+	p := New(16)
+	xx := loadTopology(t, "store_xxhash.json")
+	for _, v := range []string{"11", "12"} {
+		stmts, err := p.Plan(xx, 1, gatherSchema{testSchema}, Input{SQL: "SELECT count(*) FROM customers c JOIN orders o ON o.note = c.name WHERE c.customer_id > " + v, Database: "store", SearchPath: []string{"public"}})
+		if err != nil || !strings.Contains(stmts[0].Gather.Tables[0].Pull, "> "+v) {
+			t.Errorf("value %s: %v %+v", v, err, stmts[0].Gather)
+		}
+	}
+}
+
+// TestGatherKeepsRefusals: statements gathering would answer otherwise
+// than one Postgres, that may write, or that are not the client's
+// top-level SELECT keep their 0A000.
+func TestGatherKeepsRefusals(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT json_agg(name) FROM customers",                                    // input order
+		"SELECT count(*) FROM (SELECT name FROM customers LIMIT 3) s",             // which rows
+		"SELECT row_number() OVER (), name FROM customers ORDER BY name",          // input order
+		"SELECT DISTINCT ON (name) customer_id FROM customers",                    // which row
+		"SELECT sum(o.weight) FROM customers c JOIN orders o ON o.note = c.name",  // float order
+		"SELECT name FROM customers ORDER BY name FOR UPDATE",                     // locks
+		"SELECT nextval('s'), name FROM customers ORDER BY name",                  // sequences
+		"SELECT my_func(name) FROM customers ORDER BY name",                       // may write
+		"SELECT customers FROM customers ORDER BY name",                           // whole row
+		"SELECT public.customers.name FROM customers ORDER BY name",               // three names
+		"COPY (SELECT name FROM customers ORDER BY name) TO STDOUT",               // not a SELECT
+		"EXPLAIN SELECT c.name FROM customers c JOIN orders o ON o.note = c.name", // shards explain
+		"SELECT name FROM ONLY customers ORDER BY name",                           // inheritance
+		"SELECT my_sum(customer_id) FROM customers",                               // user aggregate
+	} {
+		st := planGathered(t, sql)
+		_, err := st.Shards(nil)
+		if st.Route == Gathered || pgerr.Code(err) != pgerr.FeatureNotSupported {
+			t.Errorf("%s: route %v, err %v; want 0A000", sql, st.Route, err)
+		}
+	}
+	// tessera.gather = off refuses what gathering would answer.
+	xx := loadTopology(t, "store_xxhash.json")
+	stmts, _ := New(0).Plan(xx, 1, gatherSchema{testSchema}, Input{SQL: "SELECT name FROM customers ORDER BY name", Database: "store", SearchPath: []string{"public"}, NoGather: true})
+	if pgerr.Code(stmts[0].Err) != pgerr.FeatureNotSupported {
+		t.Errorf("NoGather: %v", stmts[0].Err)
+	}
+}
+
+// TestGatherExactSums: sums over derived tables' columns are gathered
+// when every definition of the column is exact (TPC-H's volume), and
+// refused when one is not.
+func TestGatherExactSums(t *testing.T) {
+	for sql, gathered := range map[string]bool{
+		"SELECT sum(v) FROM (SELECT o.total * (1 - o.total) AS v FROM customers c JOIN orders o ON o.note = c.name) s":                                       true,
+		"SELECT sum(CASE WHEN name = 'x' THEN v ELSE 0 END) / sum(v) FROM (SELECT c.name, o.total AS v FROM customers c JOIN orders o ON o.note = c.name) s": true,
+		"SELECT sum(v) FROM (SELECT o.weight AS v FROM customers c JOIN orders o ON o.note = c.name) s":                                                      false,
+		"SELECT sum(v) FROM (SELECT o.total AS v FROM orders o UNION ALL SELECT o.weight FROM orders o JOIN customers c ON o.note = c.name) s":               false,
+		"SELECT avg(total::float8) FROM customers c JOIN orders o ON o.note = c.name":                                                                        false,
+	} {
+		st := planGathered(t, sql)
+		if got := st.Route == Gathered; got != gathered {
+			t.Errorf("%s: gathered %v (err %v), want %v", sql, got, st.Err, gathered)
+		}
+	}
+}
