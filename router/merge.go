@@ -13,11 +13,12 @@ import (
 
 // A read whose answers several shards must combine beyond concatenation
 // (planner.MergeEngine: counts, aggregates by group, DISTINCT, ORDER BY
-// with a LIMIT) runs as written on every shard it reaches; the router
-// runs the statement's engine plan (package engine) over their rows. The
-// first shard's answer frames the result: its ParseComplete, BindComplete
-// and RowDescription go through, then the engine's rows and a
-// CommandComplete counting them.
+// with a LIMIT) runs on every shard it reaches, as written or as the
+// plan's ShardSQL (with hidden columns: mergehidden.go); the router runs
+// the statement's engine plan (package engine) over their rows. The first
+// shard's answer frames the result: its ParseComplete, BindComplete and
+// RowDescription (cut to the statement's own columns) go through, then
+// the engine's rows and a CommandComplete counting them.
 
 // errEngineRebind: an engine plan whose shards run other SQL, reached
 // without a Query or a Bind to carry it (not expected).
@@ -69,6 +70,14 @@ func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []by
 			return true, nil
 		}
 	}
+	if hidden := r.engine.Hidden; hidden > 0 && frontend[0] != 'Q' {
+		var err error
+		if frontend, err = withHiddenFormats(frontend, r.engine.Visible, hidden); err != nil {
+			c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.ProtocolViolation, "%v", err))
+			c.failTx()
+			return true, nil
+		}
+	}
 	formats := resultFormats(frontend)
 	var first []byte // the first shard's answer: its messages frame ours
 	inputs := make([]engine.Operator, len(r.shards))
@@ -99,6 +108,20 @@ func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []by
 	backendMessages(first, func(typ byte, msg []byte) error {
 		switch typ {
 		case 'D', 'Z':
+		case 'T':
+			if r.engine.Hidden == 0 {
+				c.out = append(c.out, msg...)
+				return nil
+			}
+			// The statement's own columns only.
+			own, tErr := withoutHiddenFields(msg, r.engine.Visible)
+			if tErr != nil {
+				if err == nil {
+					err = pgerr.New(pgerr.InternalError, "merging the shards' answers: %v", tErr)
+				}
+				return nil
+			}
+			c.out = append(c.out, own...)
 		case 'C':
 			if err != nil {
 				// As Postgres: the statement's error where its rows and
@@ -160,38 +183,12 @@ func resultFormats(frontend []byte) []int16 {
 		if typ != 'B' {
 			return nil
 		}
-		_, off, err := cstring(msg, 5) // portal
-		if err == nil {
-			_, off, err = cstring(msg, off) // statement
-		}
-		if err != nil || off+2 > len(msg) {
+		at, err := resultFormatsAt(msg)
+		if err != nil {
 			return nil
 		}
-		n := int(binary.BigEndian.Uint16(msg[off:]))
-		off += 2 + 2*n // parameter formats
-		if off+2 > len(msg) {
-			return nil
-		}
-		np := int(binary.BigEndian.Uint16(msg[off:]))
-		off += 2
-		for range np {
-			if off+4 > len(msg) {
-				return nil
-			}
-			size := int(int32(binary.BigEndian.Uint32(msg[off:])))
-			off += 4
-			if size > 0 {
-				off += size
-			}
-		}
-		if off+2 > len(msg) {
-			return nil
-		}
-		nr := int(binary.BigEndian.Uint16(msg[off:]))
-		off += 2
-		for i := 0; i < nr && off+2 <= len(msg); i++ {
-			out = append(out, int16(binary.BigEndian.Uint16(msg[off:])))
-			off += 2
+		for i := range int(binary.BigEndian.Uint16(msg[at:])) {
+			out = append(out, int16(binary.BigEndian.Uint16(msg[at+2+2*i:])))
 		}
 		return nil
 	})
