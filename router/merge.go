@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/router/engine"
@@ -55,6 +56,11 @@ func rebind(frontend []byte, statement string) []byte {
 // scatterEngine runs r on each of its shards and answers with what r's
 // engine plan makes of their rows.
 func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
+	if r.engine.OrdersBytes() && !c.utf8Client() {
+		c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.FeatureNotSupported, "ordering text across shards with a client_encoding other than UTF8 is not supported yet"))
+		c.failTx()
+		return true, nil
+	}
 	if sql := r.engine.ShardSQL; sql != "" {
 		switch {
 		case len(frontend) > 0 && frontend[0] == 'Q':
@@ -141,6 +147,18 @@ func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []by
 		return true, nil
 	}
 	return false, nil
+}
+
+// utf8Client reports whether the shards send the session text in UTF-8
+// (the server's encoding, unconverted): client_encoding UTF8, or
+// SQL_ASCII, which Postgres does not convert.
+func (c *clientConn) utf8Client() bool {
+	v, ok := c.settings.get("client_encoding")
+	if !ok {
+		return true // the server's encoding, UTF8 (pgmanager's initdb)
+	}
+	v = strings.NewReplacer("-", "", "_", "", "'", "", " ", "").Replace(strings.ToLower(v))
+	return v == "utf8" || v == "unicode" || v == "sqlascii"
 }
 
 // dataRows returns the DataRow messages of a shard's answer, or reports

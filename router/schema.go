@@ -21,6 +21,7 @@ type schemaCache struct {
 	mu       sync.RWMutex
 	types    map[string]shardfunc.ColumnType
 	columns  map[string][]string          // by db, schema, table
+	byteOrd  map[string]bool              // by db, schema, table, column
 	routines map[string]*planner.Routines // by db
 	// generation counts clears, so that a snapshot read while DDL ran
 	// is not kept after it.
@@ -29,7 +30,7 @@ type schemaCache struct {
 
 func newSchemaCache(srv *Server) *schemaCache {
 	return &schemaCache{srv: srv, types: map[string]shardfunc.ColumnType{}, columns: map[string][]string{},
-		routines: map[string]*planner.Routines{}}
+		byteOrd: map[string]bool{}, routines: map[string]*planner.Routines{}}
 }
 
 // Routines returns the database's aggregate and window functions, for
@@ -120,10 +121,43 @@ func (sc *schemaCache) ColumnType(db, schema, table, column string) (shardfunc.C
 	return t, nil
 }
 
+// ByteOrdered reports whether db.schema.table.column orders by the bytes
+// of its UTF-8 values: a collatable column whose collation (its own, or
+// the database's default) is libc's C or POSIX, in a UTF8 database. The
+// router's engine then orders and compares its values itself.
+func (sc *schemaCache) ByteOrdered(db, schema, table, column string) (bool, error) {
+	key := db + "\x00" + schema + "\x00" + table + "\x00" + column
+	sc.mu.RLock()
+	yes, ok := sc.byteOrd[key]
+	sc.mu.RUnlock()
+	if ok {
+		return yes, nil
+	}
+	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT CASE
+			WHEN a.attcollation = 0 OR pg_catalog.getdatabaseencoding() <> 'UTF8' THEN false
+			WHEN co.collname = 'default' AND co.collnamespace = 'pg_catalog'::regnamespace THEN
+				(SELECT d.datlocprovider = 'c' AND d.datcollate IN ('C', 'POSIX') FROM pg_catalog.pg_database d
+				 WHERE d.datname = pg_catalog.current_database())
+			ELSE co.collprovider = 'c' AND co.collcollate IN ('C', 'POSIX') END
+		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
+		WHERE n.nspname = `+pgwire.QuoteLiteral(schema)+` AND c.relname = `+pgwire.QuoteLiteral(table)+` AND a.attname = `+pgwire.QuoteLiteral(column)+` AND NOT a.attisdropped`)
+	if err != nil {
+		return false, err
+	}
+	yes = len(rows) == 1 && rows[0][0] == "t"
+	sc.mu.Lock()
+	sc.byteOrd[key] = yes
+	sc.mu.Unlock()
+	return yes, nil
+}
+
 func (sc *schemaCache) clear() {
 	sc.mu.Lock()
 	sc.types = map[string]shardfunc.ColumnType{}
 	sc.columns = map[string][]string{}
+	sc.byteOrd = map[string]bool{}
 	sc.routines = map[string]*planner.Routines{}
 	sc.generation++
 	sc.mu.Unlock()

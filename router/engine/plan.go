@@ -72,6 +72,27 @@ func (p *Plan) Build(inputs []Operator, format func(column int) Format) Operator
 	return op
 }
 
+// OrdersBytes reports whether the plan orders text by its bytes (a sort
+// key or a min or max of type Bytes): its answer is Postgres's only if
+// the shards send text in UTF-8, whose byte order is the code points'.
+func (p *Plan) OrdersBytes() bool {
+	for _, keys := range [][]SortKey{p.Merge, p.Sort} {
+		for _, k := range keys {
+			if k.Type == Bytes {
+				return true
+			}
+		}
+	}
+	for _, cols := range [][]AggColumn{p.PreAggregate, p.Aggregate} {
+		for _, c := range cols {
+			if (c.Func == Min || c.Func == Max) && c.Type == Bytes {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Describe lists the operator tree, the root first, one operator a line,
 // each input indented under it, the leaves (one line per shard: what it
 // runs) last (EXPLAIN (TESSERA)).

@@ -22,12 +22,13 @@ func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableR
 			calls++
 		}
 	}
+	h := &hiddenColumns{visible: len(outs)}
 	var having []engine.Condition
 	var ok bool
 	if s.HavingClause != nil {
-		// The HAVING's aggregates are the outputs' own calls, counted
-		// once more each.
-		if having, ok = havingConditions(s.HavingClause, s.TargetList, outs); !ok {
+		// The HAVING's aggregates are the outputs' own calls or hidden
+		// ones, counted once more each.
+		if having, ok = c.havingConditions(s.HavingClause, s, table, outs, h); !ok {
 			return nil, false
 		}
 		calls += len(having)
@@ -47,7 +48,6 @@ func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableR
 			return nil, false
 		}
 	}
-	h := &hiddenColumns{visible: len(outs)}
 	p := &engine.Plan{Scalar: !grouped && !distinct, Having: having, Offset: offset, Limit: limit}
 	shown := map[string]bool{}
 	distinctArg := ""

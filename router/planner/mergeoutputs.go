@@ -79,6 +79,9 @@ func (c *planCtx) columnOutput(table *tableRef, name, column string) engineOutpu
 	if t, err := c.columnType(table.name, column); err == nil {
 		o.colType = t
 		o.typ = engineType(t)
+		if c.byteOrdered(table, column, t) {
+			o.typ = engine.Bytes
+		}
 	}
 	return o
 }
@@ -143,7 +146,7 @@ func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (ag
 	}
 	// sum, min, max and avg: their result type follows the argument's,
 	// known here for a plain column only.
-	_, t, ok := c.argColumn(fc, table)
+	col, t, ok := c.argColumn(fc, table)
 	if !ok {
 		return aggCall{}, false
 	}
@@ -159,6 +162,14 @@ func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (ag
 		return aggCall{fn: engine.Min, typ: engine.Int}, true
 	case name == "max" && t.IsInteger():
 		return aggCall{fn: engine.Max, typ: engine.Int}, true
+	case (name == "min" || name == "max") && c.byteOrdered(table, col, t):
+		// text_smaller and text_larger under C compare bytes; the result
+		// is text whatever the column's type (varchar too).
+		fn := engine.Min
+		if name == "max" {
+			fn = engine.Max
+		}
+		return aggCall{fn: fn, typ: engine.Bytes}, true
 	}
 	return aggCall{}, false
 }
@@ -231,7 +242,7 @@ func (c *planCtx) groupColumns(s *pg_query.SelectStmt, table *tableRef, outs []e
 }
 
 // sortKeys resolves an ORDER BY the engine can order: integers,
-// booleans and numerics. An item is an output column (by position,
+// booleans, numerics and text under C (byteOrdered). An item is an output column (by position,
 // output name, or qualified table column) or, when no output is it, a
 // hidden column (h): in an aggregated plan an aggregate call or a group
 // key the statement does not show, otherwise a table column.
@@ -279,7 +290,7 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 			return nil, false
 		}
 		o := h.output(outs, col)
-		if o.agg == engine.GroupKey && o.column == "" || o.typ != engine.Int && o.typ != engine.Bool && o.typ != engine.Numeric {
+		if o.agg == engine.GroupKey && o.column == "" || o.typ != engine.Int && o.typ != engine.Bool && o.typ != engine.Numeric && o.typ != engine.Bytes {
 			return nil, false
 		}
 		desc := sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC
