@@ -67,6 +67,15 @@ func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableR
 			distinctArg = o.distinct
 		}
 	}
+	if distinctArg != "" && p.Scalar {
+		for _, o := range outs {
+			if o.constant {
+				// Grouped by x, a shard with no rows sends none: the
+				// router's one row would have no value for the literal.
+				return nil, false
+			}
+		}
+	}
 	for _, k := range sortedKeys(keys) {
 		if !shown[k] {
 			// A key the statement does not show: a hidden column.

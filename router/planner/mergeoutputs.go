@@ -314,8 +314,7 @@ func (c *planCtx) hiddenSortColumn(table *tableRef, name string, h *hiddenColumn
 	if col := h.column(name); col >= 0 || aggregated {
 		return col
 	}
-	cols, err := c.columnNames(table.name)
-	if err != nil || !contains(cols, name) {
+	if _, err := c.columnType(table.name, name); err != nil {
 		return -1
 	}
 	return h.add(columnRef(name), c.columnOutput(table, name, name))
