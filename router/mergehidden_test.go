@@ -96,3 +96,44 @@ func TestTextOrderNeedsUTF8Client(t *testing.T) {
 		t.Fatalf("under UTF8:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestTextUnderOtherCollations: the engine orders text only under C and
+// groups it only under a deterministic collation, as the catalog says
+// (attcollation): a column under a nondeterministic ICU collation, whose
+// equal values may differ in bytes ('a' = 'A'), is neither grouped nor
+// ordered across shards (0A000), nor is one under a deterministic ICU
+// collation ordered; the same statements over a column under the
+// database's C collation are answered.
+func TestTextUnderOtherCollations(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	fidelityRows(t, conn)
+	mustExec(t, conn,
+		"CREATE COLLATION IF NOT EXISTS s1_nocase (provider = icu, locale = 'und-u-ks-level2', deterministic = false)",
+		"CREATE COLLATION IF NOT EXISTS s1_icu (provider = icu, locale = 'und')",
+		"ALTER TABLE orders ADD COLUMN IF NOT EXISTS s1_nocase text COLLATE s1_nocase",
+		"ALTER TABLE orders ADD COLUMN IF NOT EXISTS s1_icu text COLLATE s1_icu",
+		"UPDATE orders SET s1_nocase = note, s1_icu = note WHERE order_id BETWEEN 330000 AND 330099")
+	t.Cleanup(func() {
+		conn.Exec(ctx, "ALTER TABLE orders DROP COLUMN IF EXISTS s1_nocase, DROP COLUMN IF EXISTS s1_icu")
+	})
+	const mine = " FROM orders WHERE order_id BETWEEN 330000 AND 330099"
+	for _, c := range []struct {
+		sql     string
+		refused bool
+	}{
+		{"SELECT s1_nocase, count(*)" + mine + " GROUP BY s1_nocase", true},
+		{"SELECT count(DISTINCT s1_nocase)" + mine, true},
+		{"SELECT DISTINCT s1_nocase" + mine, true},
+		{"SELECT s1_icu, count(*)" + mine + " GROUP BY s1_icu", false},
+		{"SELECT s1_icu" + mine + " ORDER BY s1_icu LIMIT 3", true},
+		{"SELECT min(s1_icu)" + mine, true},
+		{"SELECT note" + mine + " ORDER BY note LIMIT 3", false},
+		{"SELECT min(note), count(DISTINCT note)" + mine, false},
+	} {
+		_, err := conn.Exec(ctx, c.sql)
+		if refused := sqlstate(err) == "0A000"; refused != c.refused || !refused && err != nil {
+			t.Errorf("%s: %v, want refused %v", c.sql, err, c.refused)
+		}
+	}
+}

@@ -128,14 +128,14 @@ func TestAggregateMerge(t *testing.T) {
 		"SELECT name, count(*) FROM customers GROUP BY name HAVING count(*) > 1 OR count(*) < 0",
 		"SELECT name, sum(balance) FROM customers GROUP BY name HAVING sum(balance) > 1",
 		"SELECT name FROM customers GROUP BY name HAVING name > 'a'",
-		"SELECT sum(age) + 1 FROM customers",                       // an aggregate inside an expression
-		"SELECT min(name) FROM customers",                          // text order is the collation's
+		"SELECT sum(age) + 1 FROM customers",                              // an aggregate inside an expression
+		"SELECT min(name) FROM customers",                                 // text order is the collation's
 		"SELECT count(DISTINCT name), count(DISTINCT age) FROM customers", // two DISTINCT groupings
 		"SELECT count(DISTINCT balance) FROM customers",                   // numeric: 1.0 = 1.00
 		"SELECT name, count(*) FROM customers GROUP BY name ORDER BY count(DISTINCT age)",
 		"SELECT name, count(*) FROM customers GROUP BY name HAVING avg(age) > 1",
 		"SELECT avg(age) + 1 FROM customers",
-		"SELECT count(*) FROM customers GROUP BY balance", // a hidden numeric key
+		"SELECT count(*) FROM customers GROUP BY balance",          // a hidden numeric key
 		"SELECT balance, count(*) FROM customers GROUP BY balance", // numeric: 1.0 = 1.00
 		"SELECT DISTINCT balance FROM customers",
 		"SELECT DISTINCT ON (name) name FROM customers",

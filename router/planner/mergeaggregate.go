@@ -55,7 +55,7 @@ func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableR
 		if o.agg == engine.GroupKey && !o.constant {
 			// A shown column must be a group key (DISTINCT: every output
 			// is one), of a type whose encodings compare as its values.
-			if o.column == "" || !(distinct || keys[o.column]) || !equalByBytes(o.colType) {
+			if o.column == "" || !(distinct || keys[o.column]) || !c.groupable(table, o.column, o.colType) {
 				return nil, false
 			}
 			shown[o.column] = true
@@ -80,7 +80,7 @@ func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableR
 		if !shown[k] {
 			// A key the statement does not show: a hidden column.
 			t, err := c.columnType(table.name, k)
-			if err != nil || !equalByBytes(t) {
+			if err != nil || !c.groupable(table, k, t) {
 				return nil, false
 			}
 			o := c.columnOutput(table, k, k)

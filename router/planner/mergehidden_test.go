@@ -75,11 +75,37 @@ func TestHiddenColumnPlans(t *testing.T) {
 // the C collation.
 type byteOrderedSchema struct {
 	fakeSchema
-	c map[string]bool
+	c        map[string]bool
+	nondeter bool // every text column's collation is nondeterministic
 }
 
-func (s byteOrderedSchema) ByteOrdered(db, schema, table, column string) (bool, error) {
-	return s.c[db+"."+schema+"."+table+"."+column], nil
+func (s byteOrderedSchema) TextCollation(db, schema, table, column string) (TextCollation, error) {
+	return TextCollation{ByteOrder: s.c[db+"."+schema+"."+table+"."+column], Nondeterministic: s.nondeter}, nil
+}
+
+// TestNondeterministicTextIsNotGrouped: under a nondeterministic
+// collation equal text may differ in bytes ('a' and 'A'), so GROUP BY,
+// DISTINCT and count(DISTINCT) of such a column are refused across
+// shards; under a deterministic one they are planned.
+func TestNondeterministicTextIsNotGrouped(t *testing.T) {
+	xx := loadTopology(t, "store_xxhash.json")
+	for _, nondeter := range []bool{false, true} {
+		schema := byteOrderedSchema{fakeSchema: testSchema, nondeter: nondeter}
+		for _, sql := range []string{
+			"SELECT name, count(*) FROM customers GROUP BY name",
+			"SELECT DISTINCT name FROM customers",
+			"SELECT count(DISTINCT name) FROM customers",
+			"SELECT count(*) FROM customers GROUP BY name",
+		} {
+			stmts, err := New(0).Plan(xx, 1, schema, store(sql))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if planned := stmts[0].Merge == MergeEngine && stmts[0].Err == nil; planned == nondeter {
+				t.Errorf("%s, nondeterministic %v: merge %v err %v", sql, nondeter, stmts[0].Merge, stmts[0].Err)
+			}
+		}
+	}
 }
 
 // TestTextOrderNeedsCCollation: text is ordered (ORDER BY, min, max) by
@@ -88,7 +114,7 @@ func (s byteOrderedSchema) ByteOrdered(db, schema, table, column string) (bool, 
 func TestTextOrderNeedsCCollation(t *testing.T) {
 	xx := loadTopology(t, "store_xxhash.json")
 	for _, c := range []bool{false, true} {
-		schema := byteOrderedSchema{testSchema, map[string]bool{"store.public.customers.name": c}}
+		schema := byteOrderedSchema{fakeSchema: testSchema, c: map[string]bool{"store.public.customers.name": c}}
 		for _, sql := range []string{
 			"SELECT name FROM customers ORDER BY name LIMIT 5",
 			"SELECT min(name), max(name) FROM customers",

@@ -180,7 +180,7 @@ func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (ag
 // several shards (Plan.PreAggregate) and then counts or sums the values.
 func (c *planCtx) distinctAggregate(fc *pg_query.FuncCall, name string, table *tableRef) (aggCall, bool) {
 	col, t, ok := c.argColumn(fc, table)
-	if !ok || fc.AggStar || !equalByBytes(t) {
+	if !ok || fc.AggStar || !c.groupable(table, col, t) {
 		return aggCall{}, false
 	}
 	switch {
