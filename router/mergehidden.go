@@ -18,7 +18,8 @@ import (
 
 // withHiddenFormats returns frontend with each Bind's result formats
 // written out for visible + hidden columns: the client's for its own,
-// text for the hidden ones. No formats (all text) stay as they are.
+// text for the hidden ones. No formats (all text) stay as they are, and
+// so does a count that is neither 1 nor the statement's columns.
 func withHiddenFormats(frontend []byte, visible, hidden int) ([]byte, error) {
 	out := make([]byte, 0, len(frontend)+2*(visible+hidden))
 	err := backendMessages(frontend, func(typ byte, msg []byte) error {
@@ -31,7 +32,9 @@ func withHiddenFormats(frontend []byte, visible, hidden int) ([]byte, error) {
 			return err
 		}
 		n := int(binary.BigEndian.Uint16(msg[at:]))
-		if n == 0 {
+		if n == 0 || n > 1 && n != visible {
+			// All text; or a count Postgres refuses (08P01), as the
+			// shards then do.
 			out = append(out, msg...)
 			return nil
 		}
