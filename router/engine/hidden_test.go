@@ -46,13 +46,14 @@ func TestAvgAsNumericDiv(t *testing.T) {
 // and sums the values of x.
 func TestCountDistinctOverShards(t *testing.T) {
 	// key, count(DISTINCT x), sum(DISTINCT x), count(*), x (hidden).
-	pre := []AggColumn{{Func: GroupKey}, {Func: Any}, {Func: Any}, {Func: SumCounts}, {Func: GroupKey}}
+	// Under a FILTER a shard may count x where another does not (g, 9).
+	pre := []AggColumn{{Func: GroupKey}, {Func: Max, Type: Int}, {Func: Any}, {Func: SumCounts}, {Func: GroupKey}}
 	final := []AggColumn{{Func: GroupKey}, {Func: SumCounts}, {Func: SumInt8}, {Func: SumCounts}, {Func: Any}}
-	a := rows("g,1,5,2,5", "g,1,7,1,7", "h,0,NULL,3,NULL")
-	b := rows("g,1,5,4,5", "h,1,-1,1,-1", "h,0,NULL,1,NULL")
+	a := rows("g,1,5,2,5", "g,1,7,1,7", "h,0,NULL,3,NULL", "g,0,NULL,1,9")
+	b := rows("g,1,5,4,5", "h,1,-1,1,-1", "h,0,NULL,1,NULL", "g,1,9,1,9")
 	plan := &Plan{PreAggregate: pre, Aggregate: final, Sort: []SortKey{{Column: 1, Type: Int}}, Limit: -1, Hidden: 1, Visible: 4}
 	got := strings.Join(collect(t, plan.Build([]Operator{a, b}, text)), " ")
-	if want := "h,1,-1,5 g,2,12,7"; got != want {
+	if want := "h,1,-1,5 g,3,21,9"; got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
 }

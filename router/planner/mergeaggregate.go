@@ -142,8 +142,9 @@ func sortedKeys(m map[string]bool) []string {
 // preAggregate is the first aggregation of a count(DISTINCT x) plan: the
 // shards grouped by the statement's keys and x, so rows of one key and x
 // from several shards are one group. The keys and x are its group keys;
-// a DISTINCT aggregate's partial (0 or 1 for count, x for sum) is the
-// same in each, as is an avg's (recomputed later); the other aggregates
+// a DISTINCT aggregate's partial is 0 or 1 for count (the greatest
+// wins: under a FILTER one shard may count x and another not) and x or
+// NULL for sum; an avg's is recomputed later; the other aggregates
 // combine as usual.
 func preAggregate(final []engine.AggColumn, outs []engineOutput, arg int) []engine.AggColumn {
 	pre := make([]engine.AggColumn, len(final))
@@ -151,7 +152,15 @@ func preAggregate(final []engine.AggColumn, outs []engineOutput, arg int) []engi
 		switch {
 		case i == arg:
 			pre[i] = engine.AggColumn{Func: engine.GroupKey}
+		case outs[i].distinct != "" && col.Func == engine.SumCounts:
+			// count(DISTINCT x) in a group of one x: 1 or 0, which a
+			// FILTER may make differ between shards: 1 if any shard
+			// counted it.
+			pre[i] = engine.AggColumn{Func: engine.Max, Type: engine.Int}
 		case outs[i].distinct != "" || col.Func == engine.Avg:
+			// sum(DISTINCT x) in a group of one x: x, or NULL where a
+			// FILTER kept no row (Any skips NULLs); an avg is computed
+			// again from its sum and count.
 			pre[i] = engine.AggColumn{Func: engine.Any}
 		default:
 			pre[i] = col

@@ -32,12 +32,12 @@ func TestHiddenColumnPlans(t *testing.T) {
 			Limit:     -1, Hidden: 1, Visible: 1,
 			ShardSQL: "SELECT count(*), name FROM customers GROUP BY name"},
 		"SELECT name, count(DISTINCT age), sum(DISTINCT age), count(*) FROM customers GROUP BY name": {
-			PreAggregate: []engine.AggColumn{key(engine.Opaque), col(engine.Any, 0), col(engine.Any, 0), count, key(0)},
+			PreAggregate: []engine.AggColumn{key(engine.Opaque), col(engine.Max, engine.Int), col(engine.Any, 0), count, key(0)},
 			Aggregate:    []engine.AggColumn{key(engine.Opaque), {Func: engine.SumCounts, Type: engine.Int}, col(engine.SumInt8, engine.Int), count, col(engine.Any, 0)},
 			Limit:        -1, Hidden: 1, Visible: 4,
 			ShardSQL: "SELECT name, count(DISTINCT age), sum(DISTINCT age), count(*), age FROM customers GROUP BY name, age"},
 		"SELECT count(DISTINCT customer_id) FROM customers": {
-			PreAggregate: []engine.AggColumn{col(engine.Any, 0), key(0)},
+			PreAggregate: []engine.AggColumn{col(engine.Max, engine.Int), key(0)},
 			Aggregate:    []engine.AggColumn{count, col(engine.Any, 0)},
 			Scalar:       true, Limit: -1, Hidden: 1, Visible: 1,
 			ShardSQL: "SELECT count(DISTINCT customer_id), customer_id FROM customers GROUP BY customer_id"},

@@ -892,3 +892,12 @@ SELECT 1 AS one FROM items HAVING count(*) > 1;
 SELECT 1 AS one FROM items HAVING count(*) > 1000;
 BEGIN; INSERT INTO ledger VALUES (0.000000000000000000000001234, 1), (0.0000000000000000000000000000001, 2); SELECT avg(n) FROM ledger WHERE n < 0.001; ROLLBACK;
 BEGIN; INSERT INTO items (k, big) VALUES (2001, -9223372036854775808), (2002, -9223372036854775808), (2003, 1), (2004, 2); SELECT avg(big) FROM items WHERE k IN (2001, 2002); SELECT avg(big), avg(k) FROM items WHERE k > 2002; ROLLBACK;
+SELECT kind, count(DISTINCT kind), count(DISTINCT k) FROM items GROUP BY kind;
+SELECT count(DISTINCT name) FILTER (WHERE qty > 3), count(DISTINCT name) FROM items;
+SELECT name FROM items ORDER BY flag, k DESC LIMIT 4;
+SELECT DISTINCT name FROM items ORDER BY name LIMIT 3 OFFSET 1;
+SELECT max(name) FROM items GROUP BY kind HAVING count(*) > 2 ORDER BY 1 DESC;
+SELECT kind, avg(qty) FROM items WHERE qty > $1 GROUP BY kind; -- args: [2]
+SELECT count(DISTINCT name) FROM items WHERE qty > $1; -- args: [1]
+SELECT kind, avg(price) AS a FROM items GROUP BY kind ORDER BY a DESC, kind LIMIT 3;
+SELECT k, uid FROM items ORDER BY uid LIMIT 3;
