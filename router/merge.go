@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tesseradb/tessera/pgerr"
@@ -56,6 +57,11 @@ func rebind(frontend []byte, statement string) []byte {
 // what r's engine plan makes of their rows, streaming: rows go to the
 // client as the operators produce them (shardstream.go).
 func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []byte, prepared []*pb.PreparedStatement) (bool, error) {
+	if r.engine.OrdersBytes() && !c.utf8Client() {
+		c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.FeatureNotSupported, "ordering text across shards with a client_encoding other than UTF8 is not supported yet"))
+		c.failTx()
+		return true, nil
+	}
 	if sql := r.engine.ShardSQL; sql != "" {
 		switch {
 		case len(frontend) > 0 && frontend[0] == 'Q':
@@ -67,6 +73,14 @@ func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []by
 			prepared = append(append([]*pb.PreparedStatement(nil), prepared...), r.shardStmt)
 		default:
 			c.out = appendError(c.out, "ERROR", errEngineRebind)
+			c.failTx()
+			return true, nil
+		}
+	}
+	if hidden := r.engine.Hidden; hidden > 0 && frontend[0] != 'Q' {
+		var err error
+		if frontend, err = withHiddenFormats(frontend, r.engine.Visible, hidden); err != nil {
+			c.out = appendError(c.out, "ERROR", pgerr.New(pgerr.ProtocolViolation, "%v", err))
 			c.failTx()
 			return true, nil
 		}
@@ -99,7 +113,12 @@ func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []by
 	}
 	// The first shard's messages before its rows (ParseComplete,
 	// BindComplete, RowDescription) frame the answer: read them first.
+	// Its RowDescription is cut back to the statement's own columns
+	// when the shards return hidden ones.
 	streams[0].framing = true
+	if r.engine.Hidden > 0 {
+		streams[0].visible = r.engine.Visible
+	}
 	err := streams[0].peek()
 	if err == nil {
 		op := r.engine.BuildWithin(inputs, func(column int) engine.Format { return formatOf(formats, column) }, mem)
@@ -222,6 +241,18 @@ func (c *clientConn) answerEngine(out *engineOutput, err error) (bool, error) {
 	}
 	c.failTx()
 	return true, nil
+}
+
+// utf8Client reports whether the shards send the session text in UTF-8
+// (the server's encoding, unconverted): client_encoding UTF8, or
+// SQL_ASCII, which Postgres does not convert.
+func (c *clientConn) utf8Client() bool {
+	v, ok := c.settings.get("client_encoding")
+	if !ok {
+		return true // the server's encoding, UTF8 (pgmanager's initdb)
+	}
+	v = strings.NewReplacer("-", "", "_", "", "'", "", " ", "").Replace(strings.ToLower(v))
+	return v == "utf8" || v == "unicode" || v == "sqlascii"
 }
 
 // formatOf is column i's format under a Bind's result-format codes: none

@@ -20,8 +20,9 @@ type schemaCache struct {
 	srv      *Server
 	mu       sync.RWMutex
 	types    map[string]shardfunc.ColumnType
-	columns  map[string][]string          // by db, schema, table
-	routines map[string]*planner.Routines // by db
+	columns  map[string][]string              // by db, schema, table
+	colls    map[string]planner.TextCollation // by db, schema, table, column
+	routines map[string]*planner.Routines     // by db
 	// generation counts clears, so that a snapshot read while DDL ran
 	// is not kept after it.
 	generation uint64
@@ -29,7 +30,7 @@ type schemaCache struct {
 
 func newSchemaCache(srv *Server) *schemaCache {
 	return &schemaCache{srv: srv, types: map[string]shardfunc.ColumnType{}, columns: map[string][]string{},
-		routines: map[string]*planner.Routines{}}
+		colls: map[string]planner.TextCollation{}, routines: map[string]*planner.Routines{}}
 }
 
 // Routines returns the database's aggregate and window functions, for
@@ -120,10 +121,48 @@ func (sc *schemaCache) ColumnType(db, schema, table, column string) (shardfunc.C
 	return t, nil
 }
 
+// TextCollation says whether db.schema.table.column orders by the bytes
+// of its UTF-8 values (a collation, its own or the database's default,
+// that is libc's C or POSIX, in a UTF8 database: the router's engine then
+// orders its values itself) and whether its collation is
+// nondeterministic (equal values of other bytes: never grouped by bytes).
+func (sc *schemaCache) TextCollation(db, schema, table, column string) (planner.TextCollation, error) {
+	key := db + "\x00" + schema + "\x00" + table + "\x00" + column
+	sc.mu.RLock()
+	coll, ok := sc.colls[key]
+	sc.mu.RUnlock()
+	if ok {
+		return coll, nil
+	}
+	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT CASE
+			WHEN a.attcollation = 0 OR pg_catalog.getdatabaseencoding() <> 'UTF8' THEN false
+			WHEN co.collname = 'default' AND co.collnamespace = 'pg_catalog'::regnamespace THEN
+				(SELECT d.datlocprovider = 'c' AND d.datcollate IN ('C', 'POSIX') FROM pg_catalog.pg_database d
+				 WHERE d.datname = pg_catalog.current_database())
+			ELSE co.collprovider = 'c' AND co.collcollate IN ('C', 'POSIX') END,
+			NOT COALESCE(co.collisdeterministic, true)
+		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
+		WHERE n.nspname = `+pgwire.QuoteLiteral(schema)+` AND c.relname = `+pgwire.QuoteLiteral(table)+` AND a.attname = `+pgwire.QuoteLiteral(column)+` AND NOT a.attisdropped`)
+	if err != nil {
+		return planner.TextCollation{}, err
+	}
+	if len(rows) != 1 {
+		return planner.TextCollation{}, pgerr.New("42703", "column %q of relation %s.%s does not exist", column, schema, table)
+	}
+	coll = planner.TextCollation{ByteOrder: rows[0][0] == "t", Nondeterministic: rows[0][1] == "t"}
+	sc.mu.Lock()
+	sc.colls[key] = coll
+	sc.mu.Unlock()
+	return coll, nil
+}
+
 func (sc *schemaCache) clear() {
 	sc.mu.Lock()
 	sc.types = map[string]shardfunc.ColumnType{}
 	sc.columns = map[string][]string{}
+	sc.colls = map[string]planner.TextCollation{}
 	sc.routines = map[string]*planner.Routines{}
 	sc.generation++
 	sc.mu.Unlock()

@@ -44,6 +44,7 @@ type shardStream struct {
 	ended   bool   // the channel is closed and cur read
 	peeked  *engine.Row
 	framing bool   // the first shard: its other messages frame the answer
+	visible int    // when set, its RowDescription keeps only the first visible fields (the rest are hidden columns)
 	header  []byte // its messages before the first row
 	trailer []byte // and after the rows
 	rowSeen bool
@@ -154,6 +155,13 @@ func (s *shardStream) Next() (engine.Row, bool, error) {
 		case 'C', 'Z':
 		default:
 			if s.framing {
+				if msg[0] == 'T' && s.visible > 0 {
+					own, err := withoutHiddenFields(msg, s.visible)
+					if err != nil {
+						return engine.Row{}, false, err
+					}
+					msg = own
+				}
 				s.keep(msg)
 			}
 		}

@@ -34,10 +34,18 @@ const (
 	// BoolAnd, BoolOr: bool_and (every) and bool_or of the partials.
 	BoolAnd
 	BoolOr
+	// Any: a value that is the same in every partial of a group (an
+	// aggregate over a single DISTINCT value, or a column the router
+	// computes from others): the first non-NULL one.
+	Any
+	// Avg: avg of int2, int4, int8 or numeric, from the group's sum
+	// (column Sum, a SumNumeric) and count (column Count, a SumCounts):
+	// numeric_div(sum, count) as Postgres computes it, NULL for no rows.
+	Avg
 )
 
 var aggNames = [...]string{GroupKey: "key", SumCounts: "sum(count)", SumInt8: "sum::int8", SumNumeric: "sum::numeric",
-	Min: "min", Max: "max", BoolAnd: "bool_and", BoolOr: "bool_or"}
+	Min: "min", Max: "max", BoolAnd: "bool_and", BoolOr: "bool_or", Any: "any", Avg: "avg"}
 
 func (f AggFunc) String() string { return aggNames[f] }
 
@@ -45,6 +53,9 @@ func (f AggFunc) String() string { return aggNames[f] }
 type AggColumn struct {
 	Func AggFunc
 	Type Type // of the values, for Min and Max
+	// Sum and Count: for Avg, the columns (0-based) of the same row that
+	// aggregate its sum and its count.
+	Sum, Count int
 }
 
 // Aggregate computes the final aggregates of its input's partial rows by
@@ -191,6 +202,12 @@ func (acc *accumulator) add(c AggColumn, v []byte, format Format) error {
 		default:
 			acc.num = addNumeric(acc.num, n)
 		}
+	case Any:
+		if first {
+			acc.raw = v
+		}
+	case Avg:
+		// Computed from other columns at the end.
 	case Min, Max:
 		if first {
 			acc.raw = append(acc.raw[:0], v...) // a copy, as for keys
@@ -230,32 +247,57 @@ func (a *Aggregate) finish(g *group) ([][]byte, error) {
 			values[i] = g.keys[i]
 		case c.Func == SumCounts:
 			values[i] = writeInt8(acc.n, format)
+		case c.Func == Avg:
+			v, err := finishAvg(&g.accs[c.Sum], &g.accs[c.Count], format)
+			if err != nil {
+				return nil, err
+			}
+			values[i] = v
 		case !acc.seen:
 			// NULL: no row had a value.
 		case c.Func == SumInt8:
 			values[i] = writeInt8(acc.n, format)
 		case c.Func == SumNumeric:
-			n := acc.num
-			switch {
-			case acc.nan || acc.pos && acc.neg:
-				n = pgtype.Numeric{NaN: true, Valid: true}
-			case acc.pos:
-				n = pgtype.Numeric{InfinityModifier: pgtype.Infinity, Valid: true}
-			case acc.neg:
-				n = pgtype.Numeric{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
-			}
-			v, err := writeNumeric(n, format)
+			v, err := writeNumeric(acc.sum(), format)
 			if err != nil {
 				return nil, err
 			}
 			values[i] = v
-		case c.Func == Min || c.Func == Max:
+		case c.Func == Min || c.Func == Max || c.Func == Any:
 			values[i] = acc.raw
 		case c.Func == BoolAnd || c.Func == BoolOr:
 			values[i] = writeBool(acc.b, format)
 		}
 	}
 	return values, nil
+}
+
+// sum is a SumNumeric accumulator's value: NaN and the infinities as
+// Postgres's numeric sum has them.
+func (acc *accumulator) sum() pgtype.Numeric {
+	switch {
+	case acc.nan || acc.pos && acc.neg:
+		return pgtype.Numeric{NaN: true, Valid: true}
+	case acc.pos:
+		return pgtype.Numeric{InfinityModifier: pgtype.Infinity, Valid: true}
+	case acc.neg:
+		return pgtype.Numeric{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	}
+	return acc.num
+}
+
+// finishAvg is avg from a group's sum and count accumulators: NULL for
+// no rows; NaN and the infinities pass through the division as they do
+// in numeric_div.
+func finishAvg(sum, count *accumulator, format Format) ([]byte, error) {
+	if count.n == 0 || !sum.seen {
+		return nil, nil
+	}
+	n := sum.sum()
+	if !n.NaN && n.InfinityModifier == pgtype.Finite {
+		n = divideNumeric(n, count.n)
+	}
+	return writeNumeric(n, format)
 }
 
 func errNoColumn(column int) error {

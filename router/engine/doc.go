@@ -6,9 +6,12 @@
 // A row is a wire DataRow as a shard sent it; operators read only the
 // columns they need (sort keys, aggregate partials), and a row that no
 // operator changed is forwarded as its original bytes. Values are read in
-// the format the client's Bind asked for (text or binary), and only for
-// types whose encoding the engine reads exactly as Postgres does: the
-// planner refuses the rest (0A000) before anything runs.
+// the format the client's Bind asked for (text or binary; hidden columns
+// in text), and only for types whose encoding the engine reads exactly as
+// Postgres does: the planner refuses the rest (0A000) before anything
+// runs. A shard's rows may end with hidden columns (Plan.Hidden: an avg's
+// sum and count, count(DISTINCT x)'s x, group and sort keys the statement
+// does not show) that Project drops last.
 //
 // The operators:
 //   - Source: one shard's rows, in the order it sent them.
@@ -17,12 +20,21 @@
 //     shard ran the statement's ORDER BY), streaming: it holds one row per
 //     input.
 //   - Aggregate: final aggregation of partial aggregates by group key
-//     (count as a sum of counts, sum, min, max, bool_and, bool_or), and
-//     DISTINCT as an aggregation with no aggregates. Groups are compared
-//     by their encoded bytes, which is Postgres's equality for the key
-//     types the planner lets through.
+//     (count as a sum of counts, sum, min, max, bool_and, bool_or, avg as
+//     numeric_div of a sum and a count with Postgres's scale, avg.go),
+//     and DISTINCT as an aggregation with no aggregates; for
+//     count(DISTINCT x) a first Aggregate by the keys and x merges the
+//     groups several shards sent. Groups are compared by their encoded
+//     bytes, which is Postgres's equality for the key types the planner
+//     lets through.
+//   - Filter: HAVING over the aggregated rows.
 //   - Sort: orders the aggregated rows (ORDER BY over the final answer).
 //   - Limit: OFFSET and LIMIT.
+//   - Project: drops the hidden columns.
+//
+// Values are ordered as Postgres orders them: integers, booleans,
+// numerics by value, text under the C collation by its bytes (Bytes; the
+// planner uses it only for columns the catalog shows under C or POSIX).
 //
 // The router feeds the operators each shard's rows as they arrive (its
 // own Operator per shard, flow-controlled); Source is the same over rows

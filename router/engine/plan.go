@@ -11,8 +11,15 @@ type Plan struct {
 	// Merge: each shard sorted its rows by these keys (the statement's
 	// ORDER BY): merge them k-way. Empty: concatenate.
 	Merge []SortKey
-	// Aggregate: final aggregation, one AggColumn per output column;
-	// nil for none. Scalar: no GROUP BY (one row even for no input).
+	// PreAggregate: a first aggregation, before Aggregate, of rows the
+	// shards grouped by more keys than the statement's: for
+	// count(DISTINCT x) each shard groups by the statement's keys and x,
+	// this removes the groups two shards both have, and Aggregate then
+	// counts the values of x. nil for none.
+	PreAggregate []AggColumn
+	// Aggregate: final aggregation, one AggColumn per column of the
+	// shards' rows; nil for none. Scalar: no GROUP BY (one row even for
+	// no input).
 	Aggregate []AggColumn
 	Scalar    bool
 	// Having: conditions on the aggregated rows (HAVING), all of which
@@ -27,6 +34,12 @@ type Plan struct {
 	// LIMIT and OFFSET apply to the merged rows, not to each shard's);
 	// empty: the statement as written.
 	ShardSQL string
+	// Hidden: how many columns ShardSQL adds after the statement's own
+	// (partial aggregates, group and sort keys the statement does not
+	// show); the router reads them and drops them from the answer, its
+	// RowDescription included. Visible: the statement's own columns,
+	// set with Hidden.
+	Hidden, Visible int
 }
 
 // Build makes the plan's operator tree over one input per shard, whose
@@ -50,6 +63,9 @@ func (p *Plan) BuildWithin(inputs []Operator, format func(column int) Format, me
 	} else {
 		op = NewConcat(inputs...)
 	}
+	if p.PreAggregate != nil {
+		op = NewAggregate(op, p.PreAggregate, false, format)
+	}
 	if p.Aggregate != nil {
 		agg := NewAggregate(op, p.Aggregate, p.Scalar, format)
 		agg.mem = aggMem
@@ -66,7 +82,31 @@ func (p *Plan) BuildWithin(inputs []Operator, format func(column int) Format, me
 	if p.Offset > 0 || p.Limit >= 0 {
 		op = NewLimit(op, p.Offset, p.Limit)
 	}
+	if p.Hidden > 0 {
+		op = NewProject(op, p.Hidden)
+	}
 	return op
+}
+
+// OrdersBytes reports whether the plan orders text by its bytes (a sort
+// key or a min or max of type Bytes): its answer is Postgres's only if
+// the shards send text in UTF-8, whose byte order is the code points'.
+func (p *Plan) OrdersBytes() bool {
+	for _, keys := range [][]SortKey{p.Merge, p.Sort} {
+		for _, k := range keys {
+			if k.Type == Bytes {
+				return true
+			}
+		}
+	}
+	for _, cols := range [][]AggColumn{p.PreAggregate, p.Aggregate} {
+		for _, c := range cols {
+			if (c.Func == Min || c.Func == Max) && c.Type == Bytes {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Describe lists the operator tree, the root first, one operator a line,
@@ -78,6 +118,9 @@ func (p *Plan) Describe(leaves []string) []string {
 	add := func(s string) {
 		lines = append(lines, strings.Repeat("  ", depth)+s)
 		depth++
+	}
+	if p.Hidden > 0 {
+		add(fmt.Sprintf("Project (without the last %d columns)", p.Hidden))
 	}
 	if p.Offset > 0 || p.Limit >= 0 {
 		add(fmt.Sprintf("Limit (offset %d, count %s)", p.Offset, limitText(p.Limit)))
@@ -93,15 +136,14 @@ func (p *Plan) Describe(leaves []string) []string {
 		add("Filter: " + strings.Join(conds, " AND "))
 	}
 	if p.Aggregate != nil {
-		var cols []string
-		for i, c := range p.Aggregate {
-			cols = append(cols, fmt.Sprintf("$%d %s", i+1, c.Func))
-		}
 		kind := "Aggregate by group"
 		if p.Scalar {
 			kind = "Aggregate (scalar)"
 		}
-		add(kind + ": " + strings.Join(cols, ", "))
+		add(kind + ": " + aggText(p.Aggregate))
+	}
+	if p.PreAggregate != nil {
+		add("Aggregate by group and DISTINCT value: " + aggText(p.PreAggregate))
 	}
 	if len(p.Merge) > 0 {
 		add("Merge by " + keysText(p.Merge))
@@ -112,6 +154,18 @@ func (p *Plan) Describe(leaves []string) []string {
 		lines = append(lines, strings.Repeat("  ", depth)+l)
 	}
 	return lines
+}
+
+func aggText(cols []AggColumn) string {
+	var out []string
+	for i, c := range cols {
+		s := fmt.Sprintf("$%d %s", i+1, c.Func)
+		if c.Func == Avg {
+			s += fmt.Sprintf("($%d / $%d)", c.Sum+1, c.Count+1)
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
 }
 
 func limitText(n int64) string {

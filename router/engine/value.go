@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/big"
@@ -26,6 +27,10 @@ const (
 	Bool
 	// Numeric: numeric, read and written by pgx's pgtype (text or binary).
 	Numeric
+	// Bytes: text or varchar under the C (or POSIX) collation, which
+	// orders by the bytes of the UTF-8 value; the text and binary forms
+	// are those bytes.
+	Bytes
 )
 
 func (t Type) String() string {
@@ -36,8 +41,10 @@ func (t Type) String() string {
 		return "bool"
 	case Numeric:
 		return "numeric"
+	case Bytes:
+		return "text (C collation)"
 	}
-	return "bytes"
+	return "opaque"
 }
 
 // Format is a column's wire format: 0 text, 1 binary.
@@ -200,8 +207,49 @@ func compareValues(a, b []byte, t Type, format Format) (int, error) {
 			return 0, err
 		}
 		return cmpBool(x, y), nil
+	case Bytes:
+		return bytes.Compare(a, b), nil
+	case Numeric:
+		x, err := readNumeric(a, format)
+		if err != nil {
+			return 0, err
+		}
+		y, err := readNumeric(b, format)
+		if err != nil {
+			return 0, err
+		}
+		return cmpNumeric(x, y), nil
 	}
 	return 0, fmt.Errorf("values of type %s are not ordered by the engine", t)
+}
+
+// cmpNumeric orders numerics by value as Postgres does (1.0 = 1.00):
+// -Infinity, the finite values, Infinity, then NaN, equal to itself.
+func cmpNumeric(x, y pgtype.Numeric) int {
+	if c := cmpInt(numericClass(x), numericClass(y)); c != 0 || numericClass(x) != 0 {
+		return c
+	}
+	a, b := new(big.Int).Set(x.Int), new(big.Int).Set(y.Int)
+	switch {
+	case x.Exp > y.Exp:
+		a.Mul(a, pow10(x.Exp-y.Exp))
+	case y.Exp > x.Exp:
+		b.Mul(b, pow10(y.Exp-x.Exp))
+	}
+	return a.Cmp(b)
+}
+
+// numericClass: -1 for -Infinity, 0 finite, 1 Infinity, 2 NaN.
+func numericClass(n pgtype.Numeric) int64 {
+	switch {
+	case n.NaN:
+		return 2
+	case n.InfinityModifier == pgtype.Infinity:
+		return 1
+	case n.InfinityModifier == pgtype.NegativeInfinity:
+		return -1
+	}
+	return 0
 }
 
 func cmpInt(x, y int64) int {

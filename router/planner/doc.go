@@ -25,13 +25,17 @@
 //   - Scatter: every shard of the group, for a SELECT, UPDATE or DELETE
 //     without a usable key predicate. A SELECT that needs the rows of
 //     several shards combined gets a plan for the router's engine
-//     (Statement.Engine, package engine; merge.go says which shapes:
-//     counts, aggregates whose partials the engine finishes, GROUP BY
-//     and DISTINCT on shown columns of types compared by bytes, HAVING
-//     over shown integer aggregates, ORDER BY integer or bool outputs,
-//     literal LIMIT and OFFSET), with the SQL the shards run instead
-//     when HAVING, LIMIT or OFFSET must apply after the merge; a LIMIT
-//     alone is MergeLimit. Anything else (other aggregates and ORDER BY
+//     (Statement.Engine, package engine; merge.go and mergeaggregate.go
+//     say which shapes: counts, aggregates whose partials the engine
+//     finishes (avg from a sum and a count, count(DISTINCT x) from a
+//     GROUP BY on x), GROUP BY and DISTINCT on columns of types compared
+//     by bytes, HAVING over integer aggregates, ORDER BY integer, bool,
+//     numeric and C-collated text columns and aggregates, literal LIMIT
+//     and OFFSET), with the SQL the shards run instead when HAVING,
+//     LIMIT or OFFSET must apply after the merge or hidden columns carry
+//     what the statement does not show (mergehidden.go); the catalog's
+//     collation of each text column decides whether it is ordered or
+//     grouped (collation.go). A LIMIT alone is MergeLimit. Anything else (other aggregates and ORDER BY
 //     keys, user-defined aggregates, which the catalog tells from plain
 //     functions (Routines), window functions, UNION/INTERSECT/EXCEPT,
 //     such clauses in subqueries) is refused with SQLSTATE 0A000 when it

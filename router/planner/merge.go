@@ -4,7 +4,6 @@ import (
 	"math"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tesseradb/tessera/router/engine"
 )
@@ -130,70 +129,7 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 	if s.GroupDistinct || distinct && (grouped || f.aggCalls > 0) {
 		return nil, false
 	}
-	calls := 0
-	for _, o := range outs {
-		if o.agg != engine.GroupKey {
-			calls++
-		}
-	}
-	var having []engine.Condition
-	if s.HavingClause != nil {
-		// The HAVING's aggregates are the outputs' own calls, counted
-		// once more each.
-		if having, ok = havingConditions(s.HavingClause, s.TargetList, outs); !ok {
-			return nil, false
-		}
-		calls += len(having)
-	}
-	for _, n := range s.SortClause {
-		// ORDER BY count(*): the output's call, counted once more.
-		if call := n.GetSortBy().GetNode(); call.GetFuncCall() != nil && outputCall(s.TargetList, outs, call) >= 0 {
-			calls++
-		}
-	}
-	if calls != f.aggCalls {
-		return nil, false // an aggregate inside an expression, a subquery, ...
-	}
-	keys := map[string]bool{}
-	if grouped {
-		if keys, ok = c.groupColumns(s, table, outs); !ok {
-			return nil, false
-		}
-	}
-	p := &engine.Plan{Scalar: !grouped && !distinct, Having: having, Offset: offset, Limit: limit}
-	shown := map[string]bool{}
-	for _, o := range outs {
-		col := engine.AggColumn{Func: o.agg, Type: o.typ}
-		if o.agg == engine.GroupKey && !o.constant {
-			// A shown column must be a group key (DISTINCT: every output
-			// is one), of a type whose encodings compare as its values.
-			if o.column == "" || !(distinct || keys[o.column]) || !equalByBytes(o.colType) {
-				return nil, false
-			}
-			shown[o.column] = true
-		}
-		p.Aggregate = append(p.Aggregate, col)
-	}
-	for k := range keys {
-		if !shown[k] {
-			return nil, false // a key the shards' rows do not show
-		}
-	}
-	if len(s.SortClause) > 0 {
-		if p.Sort, ok = c.sortKeys(s, table, outs); !ok {
-			return nil, false
-		}
-	}
-	if s.LimitCount != nil || s.LimitOffset != nil || s.HavingClause != nil {
-		// Each shard answers all its groups; the router filters and
-		// limits the final rows.
-		shard := proto.Clone(s).(*pg_query.SelectStmt)
-		shard.HavingClause = nil
-		if p.ShardSQL = c.withLimit(shard, nil, nil); p.ShardSQL == "" {
-			return nil, false
-		}
-	}
-	return p, true
+	return c.aggregatedPlan(s, f, table, outs, grouped, distinct, offset, limit)
 }
 
 // countsPlan: a SELECT of several tables (colocated) whose every output
@@ -217,22 +153,26 @@ func countsPlan(s *pg_query.SelectStmt, f *facts) (*engine.Plan, bool) {
 
 // orderedPlan: ORDER BY, LIMIT and OFFSET with nothing to aggregate.
 // With an ORDER BY each shard sorts its rows and the router merges them;
-// without one any rows will do. Each shard sends its first limit +
-// offset rows; the router skips offset of the merged rows and passes on
-// limit.
+// without one any rows will do. Sort keys that are no output are hidden
+// columns. Each shard sends its first limit + offset rows; the router
+// skips offset of the merged rows and passes on limit.
 func (c *planCtx) orderedPlan(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput, offset, limit int64) (*engine.Plan, bool) {
 	if len(s.SortClause) == 0 && offset == 0 {
 		return nil, false // a LIMIT alone is limitOnly's
 	}
 	p := &engine.Plan{Offset: offset, Limit: limit}
+	h := &hiddenColumns{visible: len(outs)}
 	if len(s.SortClause) > 0 {
-		keys, ok := c.sortKeys(s, table, outs)
+		keys, ok := c.sortKeys(s, table, outs, h, false)
 		if !ok {
 			return nil, false
 		}
 		p.Merge = keys
 	}
-	if offset > 0 {
+	if n := len(h.outs); n > 0 {
+		p.Hidden, p.Visible = n, len(outs)
+	}
+	if offset > 0 || p.Hidden > 0 {
 		var shardLimit *pg_query.Node
 		if limit >= 0 {
 			if limit+offset > math.MaxInt32 {
@@ -240,7 +180,7 @@ func (c *planCtx) orderedPlan(s *pg_query.SelectStmt, table *tableRef, outs []en
 			}
 			shardLimit = intConst(limit + offset)
 		}
-		if p.ShardSQL = c.withLimit(s, shardLimit, nil); p.ShardSQL == "" {
+		if p.ShardSQL = c.shardSelect(s, h, "", false, shardLimit); p.ShardSQL == "" {
 			return nil, false
 		}
 	}

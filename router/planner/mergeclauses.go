@@ -12,16 +12,17 @@ import (
 // LIMIT, OFFSET) and the SQL the shards run without them.
 
 // havingConditions reads a HAVING that is a conjunction of comparisons
-// of an output's integer aggregate (the same call, written the same way)
-// with an integer literal.
-func havingConditions(n *pg_query.Node, targets []*pg_query.Node, outs []engineOutput) ([]engine.Condition, bool) {
+// of an integer aggregate with an integer literal: an output's (the same
+// call, written the same way), or one the statement does not show, which
+// becomes a hidden column (h).
+func (c *planCtx) havingConditions(n *pg_query.Node, s *pg_query.SelectStmt, table *tableRef, outs []engineOutput, h *hiddenColumns) ([]engine.Condition, bool) {
 	if b := n.GetBoolExpr(); b != nil {
 		if b.Boolop != pg_query.BoolExprType_AND_EXPR {
 			return nil, false
 		}
 		var out []engine.Condition
 		for _, arg := range b.Args {
-			conds, ok := havingConditions(arg, targets, outs)
+			conds, ok := c.havingConditions(arg, s, table, outs, h)
 			if !ok {
 				return nil, false
 			}
@@ -43,7 +44,15 @@ func havingConditions(n *pg_query.Node, targets []*pg_query.Node, outs []engineO
 	if !ok || call.GetFuncCall() == nil || !validOps[op] {
 		return nil, false
 	}
-	if i := outputCall(targets, outs, call); i >= 0 && outs[i].typ == engine.Int {
+	i := outputCall(s.TargetList, outs, call)
+	if i < 0 && len(s.TargetList) == len(outs) {
+		a, ok := c.mergeableAggregate(call.GetFuncCall(), table)
+		if !ok || a.distinct != "" {
+			return nil, false
+		}
+		i = h.addAggregate(call.GetFuncCall(), a)
+	}
+	if i >= 0 && h.output(outs, i).typ == engine.Int {
 		return []engine.Condition{{Column: i, Op: op, Value: int64(v.Ival.Ival)}}, true
 	}
 	return nil, false

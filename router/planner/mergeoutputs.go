@@ -20,6 +20,9 @@ type engineOutput struct {
 	agg          engine.AggFunc       // GroupKey: not an aggregate
 	constant     bool                 // a literal: the same bytes from every shard
 	typ          engine.Type          // how the engine reads the value
+	call         *pg_query.FuncCall   // an aggregate's call
+	// distinct: count or sum (DISTINCT x): x's column.
+	distinct string
 }
 
 // engineOutputs lists s's output columns: * expands to the table's
@@ -60,11 +63,11 @@ func (c *planCtx) engineOutputs(s *pg_query.SelectStmt, table *tableRef) ([]engi
 		}
 		o := engineOutput{name: rt.Name, constant: rt.GetVal().GetAConst() != nil}
 		if fc := rt.GetVal().GetFuncCall(); fc != nil {
-			agg, typ, ok := c.mergeableAggregate(fc, table)
+			a, ok := c.mergeableAggregate(fc, table)
 			if !ok {
 				return nil, false
 			}
-			o.agg, o.typ = agg, typ
+			o.agg, o.typ, o.distinct, o.call = a.fn, a.typ, a.distinct, fc
 		}
 		out = append(out, o)
 	}
@@ -76,6 +79,9 @@ func (c *planCtx) columnOutput(table *tableRef, name, column string) engineOutpu
 	if t, err := c.columnType(table.name, column); err == nil {
 		o.colType = t
 		o.typ = engineType(t)
+		if c.byteOrdered(table, column, t) {
+			o.typ = engine.Bytes
+		}
 	}
 	return o
 }
@@ -108,48 +114,101 @@ func equalByBytes(t shardfunc.ColumnType) bool {
 	return false
 }
 
+// aggCall is how the engine finishes one aggregate call.
+type aggCall struct {
+	fn       engine.AggFunc
+	typ      engine.Type // of its result
+	distinct string      // count or sum (DISTINCT x): x's column
+}
+
 // mergeableAggregate classifies a built-in aggregate call whose shard
 // partials the engine finishes exactly, with Postgres's result type.
-func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (engine.AggFunc, engine.Type, bool) {
-	// DISTINCT would count a value found on two shards twice; an ORDER
-	// BY inside or WITHIN GROUP belongs to other aggregates.
-	if !builtinCall(fc) || fc.AggDistinct || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.Over != nil || fc.AggStar != (len(fc.Args) == 0) || len(fc.Args) > 1 {
-		return 0, 0, false
+func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (aggCall, bool) {
+	// An ORDER BY inside or WITHIN GROUP belongs to other aggregates.
+	if !builtinCall(fc) || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.Over != nil || fc.AggStar != (len(fc.Args) == 0) || len(fc.Args) > 1 {
+		return aggCall{}, false
 	}
 	name := funcName(fc)
+	if fc.AggDistinct {
+		return c.distinctAggregate(fc, name, table)
+	}
 	if name == "count" {
-		return engine.SumCounts, engine.Int, true
+		return aggCall{fn: engine.SumCounts, typ: engine.Int}, true
 	}
 	if fc.AggStar {
-		return 0, 0, false
+		return aggCall{}, false
 	}
 	switch name {
 	case "bool_and", "every":
-		return engine.BoolAnd, engine.Bool, true
+		return aggCall{fn: engine.BoolAnd, typ: engine.Bool}, true
 	case "bool_or":
-		return engine.BoolOr, engine.Bool, true
+		return aggCall{fn: engine.BoolOr, typ: engine.Bool}, true
 	}
-	// sum, min and max: their result type is the argument's, known here
-	// for a plain column only.
-	cr := fc.Args[0].GetColumnRef()
-	if cr == nil || isStar(cr) || len(cr.Fields) > 1 && !refersTo(cr, table) {
-		return 0, 0, false
-	}
-	t, err := c.columnType(table.name, lastField(cr))
-	if err != nil {
-		return 0, 0, false
+	// sum, min, max and avg: their result type follows the argument's,
+	// known here for a plain column only.
+	col, t, ok := c.argColumn(fc, table)
+	if !ok {
+		return aggCall{}, false
 	}
 	switch {
 	case name == "sum" && (t == shardfunc.Int2 || t == shardfunc.Int4):
-		return engine.SumInt8, engine.Int, true
+		return aggCall{fn: engine.SumInt8, typ: engine.Int}, true
 	case name == "sum" && (t == shardfunc.Int8 || t == shardfunc.Numeric):
-		return engine.SumNumeric, engine.Numeric, true
+		return aggCall{fn: engine.SumNumeric, typ: engine.Numeric}, true
+	case name == "avg" && (t.IsInteger() || t == shardfunc.Numeric):
+		// From a sum and a count in hidden columns (hiddenColumns).
+		return aggCall{fn: engine.Avg, typ: engine.Numeric}, true
 	case name == "min" && t.IsInteger():
-		return engine.Min, engine.Int, true
+		return aggCall{fn: engine.Min, typ: engine.Int}, true
 	case name == "max" && t.IsInteger():
-		return engine.Max, engine.Int, true
+		return aggCall{fn: engine.Max, typ: engine.Int}, true
+	case (name == "min" || name == "max") && c.byteOrdered(table, col, t):
+		// text_smaller and text_larger under C compare bytes; the result
+		// is text whatever the column's type (varchar too).
+		fn := engine.Min
+		if name == "max" {
+			fn = engine.Max
+		}
+		return aggCall{fn: fn, typ: engine.Bytes}, true
 	}
-	return 0, 0, false
+	return aggCall{}, false
+}
+
+// distinctAggregate: count(DISTINCT x) of a column whose values are equal
+// exactly when their bytes are, and sum(DISTINCT x) of an integer column.
+// Each shard groups by x too; the router drops the groups found on
+// several shards (Plan.PreAggregate) and then counts or sums the values.
+func (c *planCtx) distinctAggregate(fc *pg_query.FuncCall, name string, table *tableRef) (aggCall, bool) {
+	col, t, ok := c.argColumn(fc, table)
+	if !ok || fc.AggStar || !c.groupable(table, col, t) {
+		return aggCall{}, false
+	}
+	switch {
+	case name == "count":
+		return aggCall{fn: engine.SumCounts, typ: engine.Int, distinct: col}, true
+	case name == "sum" && (t == shardfunc.Int2 || t == shardfunc.Int4):
+		return aggCall{fn: engine.SumInt8, typ: engine.Int, distinct: col}, true
+	case name == "sum" && t == shardfunc.Int8:
+		return aggCall{fn: engine.SumNumeric, typ: engine.Numeric, distinct: col}, true
+	}
+	return aggCall{}, false
+}
+
+// argColumn is the table column an aggregate's one argument names, and
+// its type.
+func (c *planCtx) argColumn(fc *pg_query.FuncCall, table *tableRef) (string, shardfunc.ColumnType, bool) {
+	if len(fc.Args) != 1 {
+		return "", 0, false
+	}
+	cr := fc.Args[0].GetColumnRef()
+	if cr == nil || isStar(cr) || len(cr.Fields) > 2 || len(cr.Fields) > 1 && !refersTo(cr, table) {
+		return "", 0, false
+	}
+	t, err := c.columnType(table.name, lastField(cr))
+	if err != nil {
+		return "", 0, false
+	}
+	return lastField(cr), t, true
 }
 
 // groupColumns resolves a GROUP BY of table columns (by name, qualified
@@ -182,10 +241,12 @@ func (c *planCtx) groupColumns(s *pg_query.SelectStmt, table *tableRef, outs []e
 	return keys, true
 }
 
-// sortKeys resolves an ORDER BY of output columns (by position, output
-// name, or qualified table column) the engine can order: integers and
-// booleans.
-func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput) ([]engine.SortKey, bool) {
+// sortKeys resolves an ORDER BY the engine can order: integers,
+// booleans, numerics and text under C (byteOrdered). An item is an output column (by position,
+// output name, or qualified table column) or, when no output is it, a
+// hidden column (h): in an aggregated plan an aggregate call or a group
+// key the statement does not show, otherwise a table column.
+func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput, h *hiddenColumns, aggregated bool) ([]engine.SortKey, bool) {
 	var keys []engine.SortKey
 	for _, n := range s.SortClause {
 		sb := n.GetSortBy()
@@ -200,13 +261,20 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 			}
 		case *pg_query.Node_FuncCall:
 			col = outputCall(s.TargetList, outs, sb.Node)
+			if col < 0 && aggregated && len(s.TargetList) == len(outs) {
+				a, ok := c.mergeableAggregate(x.FuncCall, table)
+				if !ok || a.distinct != "" {
+					return nil, false
+				}
+				col = h.addAggregate(x.FuncCall, a)
+			}
 		case *pg_query.Node_ColumnRef:
 			// A bare name is an output column's name first; a qualified
 			// one (items.k) is always the table's column, whatever output
 			// column is named like it.
 			name := lastField(x.ColumnRef)
 			qualified := len(x.ColumnRef.Fields) > 1
-			if qualified && !refersTo(x.ColumnRef, table) {
+			if isStar(x.ColumnRef) || len(x.ColumnRef.Fields) > 2 || qualified && !refersTo(x.ColumnRef, table) {
 				return nil, false
 			}
 			col = outputNamed(outs, name, qualified)
@@ -214,12 +282,15 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 				// A bare name no output has is the table's column.
 				col = outputNamed(outs, name, true)
 			}
+			if col == -1 {
+				col = c.hiddenSortColumn(table, name, h, aggregated)
+			}
 		}
 		if col < 0 {
 			return nil, false
 		}
-		o := outs[col]
-		if o.agg == engine.GroupKey && o.column == "" || o.typ != engine.Int && o.typ != engine.Bool {
+		o := h.output(outs, col)
+		if o.agg == engine.GroupKey && o.column == "" || o.typ != engine.Int && o.typ != engine.Bool && o.typ != engine.Numeric && o.typ != engine.Bytes {
 			return nil, false
 		}
 		desc := sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC
@@ -233,6 +304,20 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 		keys = append(keys, engine.SortKey{Column: col, Type: o.typ, Desc: desc, NullsFirst: nullsFirst})
 	}
 	return keys, true
+}
+
+// hiddenSortColumn is the hidden column of a sort key that is the
+// table's column name and no output: in an aggregated plan a group key
+// already hidden (any other column is an error Postgres raises), else a
+// new hidden column. -1: none.
+func (c *planCtx) hiddenSortColumn(table *tableRef, name string, h *hiddenColumns, aggregated bool) int {
+	if col := h.column(name); col >= 0 || aggregated {
+		return col
+	}
+	if _, err := c.columnType(table.name, name); err != nil {
+		return -1
+	}
+	return h.add(columnRef(name), c.columnOutput(table, name, name))
 }
 
 // outputNamed finds the output named name, or (byColumn) showing the

@@ -887,3 +887,84 @@ ROLLBACK TO SAVEPOINT g1;
 SELECT i.k, i.day, i.at AS at_after_rollback_to FROM items i JOIN notes n ON n.k = i.k ORDER BY i.k, n.body;
 ROLLBACK;
 SELECT count(*) FROM items i JOIN events e ON e.note = i.name WHERE i.at < now();
+-- Engine: hidden columns (issue #16; the SQL each shard runs carries
+-- partial aggregates, group and sort keys the statement does not show).
+-- avg as sum and count, with numeric_div's scale.
+SELECT avg(qty), avg(small), avg(big), avg(price) FROM items;
+SELECT kind, avg(small), avg(qty), avg(big), avg(price) FROM items GROUP BY kind;
+SELECT avg(qty) FROM items WHERE k < 0;
+SELECT kind, avg(qty) FROM items WHERE qty IS NULL GROUP BY kind;
+SELECT avg(small) FILTER (WHERE small < 0), avg(small) FILTER (WHERE small > 100) FROM items;
+SELECT kind, avg(amount), count(amount) FROM events GROUP BY kind;
+SELECT avg(n), avg(v) FROM ledger;
+SELECT v % 3 AS r, avg(n) FROM ledger GROUP BY v % 3;
+SELECT avg(big) FROM items WHERE k > 40;
+SELECT flag, avg(qty) AS a FROM items GROUP BY flag HAVING count(*) > 3 ORDER BY a DESC NULLS FIRST;
+SELECT kind, avg(price) FROM items GROUP BY kind ORDER BY 2 DESC NULLS LAST LIMIT 2;
+BEGIN; INSERT INTO ledger VALUES (0.000000000000000000000001234, 1), (-99999999999999999999.5, 2), (7.123456789012345678901234567890, 3); SELECT avg(n), sum(n), avg(v) FROM ledger; SELECT avg(n) FROM ledger WHERE n < 1; ROLLBACK;
+BEGIN; INSERT INTO ledger VALUES ('NaN', 1); SELECT avg(n) FROM ledger; ROLLBACK;
+BEGIN; INSERT INTO ledger VALUES ('Infinity', 1); SELECT avg(n) FROM ledger; ROLLBACK;
+BEGIN; INSERT INTO items (k, qty) VALUES (1001, -7), (1002, -8); SELECT avg(qty) FROM items WHERE k > 1000; SELECT avg(qty) FROM items WHERE qty < 0; ROLLBACK;
+-- count(DISTINCT x) and sum(DISTINCT x) as a GROUP BY on x.
+SELECT kind, count(DISTINCT name) FROM items GROUP BY kind;
+SELECT count(DISTINCT qty), count(*), sum(qty), avg(qty) FROM items;
+SELECT sum(DISTINCT qty), count(DISTINCT qty) FROM items;
+SELECT sum(DISTINCT qty), sum(DISTINCT small) FROM items;
+SELECT sum(DISTINCT big), count(DISTINCT big) FROM items;
+SELECT count(DISTINCT k) FROM events;
+SELECT count(DISTINCT uid), count(DISTINCT day) FILTER (WHERE flag) FROM items;
+SELECT count(DISTINCT name) FROM items WHERE k < 0;
+SELECT kind, count(DISTINCT note) FROM events GROUP BY kind HAVING count(DISTINCT note) > 1 ORDER BY kind;
+SELECT flag, count(DISTINCT kind) FROM items GROUP BY flag ORDER BY 2 DESC, 1;
+SELECT count(DISTINCT name) FROM items GROUP BY kind ORDER BY kind;
+SELECT kind, count(DISTINCT qty) AS n FROM items GROUP BY kind ORDER BY n, kind LIMIT 2 OFFSET 1;
+SELECT count(DISTINCT ratio) FROM items;
+SELECT count(DISTINCT price) FROM items;
+-- Group keys the statement does not show.
+SELECT count(*) FROM items GROUP BY kind;
+SELECT sum(qty) FROM items GROUP BY flag, kind ORDER BY 1;
+SELECT count(*) FROM items GROUP BY kind ORDER BY kind;
+SELECT count(*), max(qty) FROM items GROUP BY day HAVING count(*) > 1;
+SELECT 'x' AS tag, count(*) FROM items GROUP BY uid LIMIT 3;
+-- Sort keys the statement does not show, with LIMIT n + offset on each shard.
+SELECT name FROM items ORDER BY k LIMIT 5;
+SELECT name, k FROM items ORDER BY qty DESC NULLS LAST, k LIMIT 5 OFFSET 2;
+SELECT k FROM items ORDER BY big LIMIT 4;
+SELECT name, flag FROM items ORDER BY price DESC, k OFFSET 40;
+SELECT name FROM items ORDER BY items.small NULLS FIRST, k DESC LIMIT 6;
+SELECT name FROM items i ORDER BY i.k DESC LIMIT 3;
+SELECT k, name FROM items WHERE qty > $1 ORDER BY small, k LIMIT 3; -- args: [2]
+SELECT name FROM items WHERE kind = $1 ORDER BY k OFFSET 5; -- args: [1]
+SELECT name FROM items ORDER BY price, k;
+SELECT kind, count(*) FROM items GROUP BY kind ORDER BY sum(qty) DESC, kind;
+SELECT kind FROM items GROUP BY kind ORDER BY avg(qty), kind;
+SELECT flag FROM items GROUP BY flag ORDER BY max(big) DESC LIMIT 1;
+SELECT kind, count(*) FROM items GROUP BY kind ORDER BY count(DISTINCT name), kind;
+SELECT k, price FROM items ORDER BY price DESC NULLS LAST, k LIMIT 6;
+SELECT n, v FROM ledger ORDER BY n DESC LIMIT 5;
+-- Text under the C collation (the database's) orders by its bytes; min and max of text.
+SELECT k, name FROM items ORDER BY name DESC NULLS LAST, k OFFSET 40;
+SELECT min(name), max(name) FROM items;
+SELECT kind, min(note), max(note) FROM events GROUP BY kind;
+SELECT min(name) FROM items WHERE k < 0;
+SELECT name, count(*) FROM items GROUP BY name ORDER BY name;
+SELECT DISTINCT name FROM items ORDER BY name DESC NULLS LAST;
+SELECT note, code FROM accounts ORDER BY note NULLS FIRST, code;
+SELECT min(note), max(code) FROM accounts;
+SELECT k FROM items ORDER BY name, k LIMIT 7;
+SELECT kind FROM items GROUP BY kind ORDER BY max(name), kind;
+SELECT name FROM items ORDER BY name COLLATE "POSIX" LIMIT 3;
+SELECT 'x' AS tag, count(DISTINCT name) FROM items WHERE k < 0;
+SELECT 1 AS one FROM items HAVING count(*) > 1;
+SELECT 1 AS one FROM items HAVING count(*) > 1000;
+BEGIN; INSERT INTO ledger VALUES (0.000000000000000000000001234, 1), (0.0000000000000000000000000000001, 2); SELECT avg(n) FROM ledger WHERE n < 0.001; ROLLBACK;
+BEGIN; INSERT INTO items (k, big) VALUES (2001, -9223372036854775808), (2002, -9223372036854775808), (2003, 1), (2004, 2); SELECT avg(big) FROM items WHERE k IN (2001, 2002); SELECT avg(big), avg(k) FROM items WHERE k > 2002; ROLLBACK;
+SELECT kind, count(DISTINCT kind), count(DISTINCT k) FROM items GROUP BY kind;
+SELECT count(DISTINCT name) FILTER (WHERE qty > 3), count(DISTINCT name) FROM items;
+SELECT name FROM items ORDER BY flag, k DESC LIMIT 4;
+SELECT DISTINCT name FROM items ORDER BY name LIMIT 3 OFFSET 1;
+SELECT max(name) FROM items GROUP BY kind HAVING count(*) > 2 ORDER BY 1 DESC;
+SELECT kind, avg(qty) FROM items WHERE qty > $1 GROUP BY kind; -- args: [2]
+SELECT count(DISTINCT name) FROM items WHERE qty > $1; -- args: [1]
+SELECT kind, avg(price) AS a FROM items GROUP BY kind ORDER BY a DESC, kind LIMIT 3;
+SELECT k, uid FROM items ORDER BY uid LIMIT 3;
