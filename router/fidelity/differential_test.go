@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 )
 
 // TestDifferential loads one schema and data set into a plain Postgres
