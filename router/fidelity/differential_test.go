@@ -225,6 +225,13 @@ func schema() []string {
 		`CREATE TABLE ledger (n numeric PRIMARY KEY, v int)`,
 		`CREATE TABLE moments (at timestamptz PRIMARY KEY, v int)`,
 		`CREATE TABLE days (day date PRIMARY KEY, v int)`,
+		// Text under the C collation and two ICU ones (the shards and the
+		// reference are one build: the same ICU), bpchar, an enum, arrays
+		// and citext, in a table colocated with items.
+		`CREATE EXTENSION citext`,
+		`CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')`,
+		`CREATE TABLE labels (k bigint PRIMARY KEY, c text COLLATE "C", icu text COLLATE "en-x-icu", sv text COLLATE "sv-x-icu",
+			pad char(4), mood mood, nums int[], words text[], ci citext)`,
 		// Sequences, which live on the authoritative shard.
 		`CREATE SEQUENCE seq_one`,
 		`CREATE SEQUENCE seq_many`,
@@ -280,6 +287,17 @@ func data() []string {
 			fmt.Sprintf("INSERT INTO ledger VALUES (%d.%d, %d)", i, i%4*25, i),
 			fmt.Sprintf("INSERT INTO moments VALUES ('%s', %d)", march.Add(time.Duration(i*7)*time.Hour+30*time.Minute).Format("2006-01-02 15:04:05-07"), i),
 			fmt.Sprintf("INSERT INTO days VALUES ('%s', %d)", march.AddDate(0, -2, i*11).Format("2006-01-02"), i))
+	}
+	words := []string{"'apple'", "'Apple'", "'Äpfel'", "'zebra'", "'Zebra'", "'éclair'", "'eclair'", "''", "NULL",
+		"'a b'", "'ab'", "'ö'", "'z'", "'1'", "'-'", "'apple'"}
+	moods := []string{"'sad'", "'ok'", "'happy'", "NULL", "'ok'"}
+	pads := []string{"'ab'", "'ab  '", "'x'", "NULL", "' a'", "''"}
+	arrays := []string{"'{1,2}'", "'{}'", "NULL", "'{NULL,1}'", "'{10}'", "'{1,2}'", "'{2}'"}
+	for k := 1; k <= 48; k++ {
+		out = append(out, fmt.Sprintf("INSERT INTO labels VALUES (%d, %s, %s, %s, %s, %s, %s, %s, %s)", k,
+			words[k%len(words)], words[(k+3)%len(words)], words[(k*5)%len(words)], pads[k%len(pads)], moods[k%len(moods)],
+			arrays[k%len(arrays)], null(k%5 == 0, fmt.Sprintf("ARRAY[%s, %s]", words[(k+1)%7], words[k%3])),
+			[]string{"'Hello'", "'hello'", "'HELLO'", "'world'", "NULL"}[k%5]))
 	}
 	out = append(out, "INSERT INTO kinds VALUES (0, 'zero'), (1, 'one'), (2, 'two'), (9, 'nine'), (10, NULL)")
 	for id := 1; id <= 10; id++ {

@@ -36,6 +36,9 @@ var genTables = map[string]genTable{
 		[]string{"k", "seq"}},
 	"kinds": {"kinds", []genColumn{{"code", "int"}, {"label", "text"}}, []string{"code"}},
 	"notes": {"notes", []genColumn{{"id", "int"}, {"k", "int"}, {"body", "text"}}, []string{"id"}},
+	// Text under C, en-x-icu and sv-x-icu, char(4), citext and an enum.
+	"labels": {"labels", []genColumn{{"k", "int"}, {"c", "text"}, {"icu", "text"}, {"sv", "text"}, {"pad", "text"},
+		{"ci", "text"}, {"mood", "mood"}}, []string{"k"}},
 }
 
 // genExpr is an expression with the simpler ones the shrinker may put in
@@ -182,7 +185,7 @@ func (s *genScope) add(alias string, t genTable) {
 	for _, u := range t.unique {
 		s.unique = append(s.unique, alias+"."+u)
 	}
-	if t.name == "items" || t.name == "events" {
+	if t.name == "items" || t.name == "events" || t.name == "labels" {
 		s.keys = append(s.keys, alias+".k")
 	}
 }
@@ -249,11 +252,11 @@ func (g *generator) selectBlock() (*genQuery, *genScope) {
 	sc := &genScope{}
 	base := "items"
 	if g.chance(0.25) {
-		base = g.pick("events", "events", "kinds", "notes")
+		base = g.pick("events", "events", "kinds", "notes", "labels", "labels")
 	}
 	q.from, q.alias = base, base[:1]
 	sc.add(q.alias, genTables[base])
-	if base == "items" || base == "events" {
+	if base == "items" || base == "events" || base == "labels" {
 		for i := range g.r.IntN(3) {
 			if g.chance(0.5) && i == 0 {
 				continue
@@ -273,21 +276,28 @@ func (g *generator) selectBlock() (*genQuery, *genScope) {
 func (g *generator) join(q *genQuery, sc *genScope, i int) genJoin {
 	kind := g.pick("JOIN", "JOIN", "LEFT JOIN")
 	left := q.alias
+	// labels has no kind: its joins off the key use k.
+	kindCol := left + ".kind"
+	if q.from == "labels" {
+		kindCol = left + ".k"
+	}
 	var j genJoin
-	switch g.r.IntN(6) {
+	switch g.r.IntN(7) {
+	case 6:
+		j = genJoin{kind, "labels", fmt.Sprintf("l%d", i), lit(fmt.Sprintf("l%d.k = %s.k", i, left))}
 	case 0, 1:
 		j = genJoin{kind, "events", fmt.Sprintf("e%d", i), lit(fmt.Sprintf("e%d.k = %s.k", i, left))}
 		if g.chance(0.3) {
-			j.on = lit(fmt.Sprintf("e%d.kind = %s.kind", i, left))
+			j.on = lit(fmt.Sprintf("e%d.kind = %s", i, kindCol))
 		}
 	case 2, 3:
-		j = genJoin{kind, "kinds", fmt.Sprintf("kd%d", i), lit(fmt.Sprintf("kd%d.code = %s.kind", i, left))}
+		j = genJoin{kind, "kinds", fmt.Sprintf("kd%d", i), lit(fmt.Sprintf("kd%d.code = %s", i, kindCol))}
 	case 4:
 		j = genJoin{kind, "notes", fmt.Sprintf("n%d", i), lit(fmt.Sprintf("n%d.k = %s.k", i, left))}
 	default:
 		j = genJoin{kind, "items", fmt.Sprintf("i%d", i), lit(fmt.Sprintf("i%d.k = %s.k", i, left))}
 		if g.chance(0.4) {
-			j.on = lit(fmt.Sprintf("i%d.qty = %s.kind", i, left))
+			j.on = lit(fmt.Sprintf("i%d.qty = %s", i, kindCol))
 		}
 	}
 	if g.chance(0.2) {
@@ -299,7 +309,7 @@ func (g *generator) join(q *genQuery, sc *genScope, i int) genJoin {
 	return j
 }
 
-var genTypes = []string{"int", "int", "int", "int8", "num", "text", "text", "bool", "date", "float", "ts", "uuid"}
+var genTypes = []string{"int", "int", "int", "int8", "num", "text", "text", "bool", "date", "float", "ts", "uuid", "mood"}
 
 func (g *generator) anyType(sc *genScope) string {
 	for {
@@ -351,6 +361,8 @@ func (g *generator) literal(typ string) string {
 		return g.param("'"+s+"'", s)
 	case "bool":
 		return g.pick("true", "false")
+	case "mood":
+		return g.pick("'sad'", "'ok'", "'happy'")
 	case "date":
 		return fmt.Sprintf("DATE '2024-01-%02d'", 1+g.r.IntN(8))
 	case "ts":
@@ -510,7 +522,7 @@ func (g *generator) aggregate(sc *genScope) genExpr {
 	case 2:
 		s = "sum(" + g.expr(sc, g.pick("int", "int", "int8", "num", "float")).sql + ")"
 	case 3:
-		s = g.pick("min", "max") + "(" + g.expr(sc, g.pick("int", "int8", "num", "text", "date", "ts")).sql + ")"
+		s = g.pick("min", "max") + "(" + g.expr(sc, g.pick("int", "int8", "num", "text", "date", "ts", "mood")).sql + ")"
 	case 4:
 		s = "avg(" + g.column(sc, g.pick("int", "num")).sql + ")"
 	case 5:
@@ -533,7 +545,7 @@ func (g *generator) aggregate(sc *genScope) genExpr {
 }
 
 func (g *generator) groupKey(sc *genScope) genExpr {
-	return g.expr(sc, g.pick("int", "int", "text", "text", "bool", "date", "num"))
+	return g.expr(sc, g.pick("int", "int", "text", "text", "bool", "date", "num", "mood"))
 }
 
 // havingPred compares an aggregate with a literal.
