@@ -227,11 +227,17 @@ func schema() []string {
 		`CREATE TABLE days (day date PRIMARY KEY, v int)`,
 		// Text under the C collation and two ICU ones (the shards and the
 		// reference are one build: the same ICU), bpchar, an enum, arrays
-		// and citext, in a table colocated with items.
-		`CREATE EXTENSION citext`,
+		// and citext, in a table colocated with items. citext lives in a
+		// schema of its own, off the search path except where the corpus
+		// puts it there: its min and max aggregates, once visible, make
+		// the planner refuse every min and max across shards (it cannot
+		// tell them from the built-ins without the arguments' types), and
+		// the harness would no longer check the router's merges of them.
+		`CREATE SCHEMA ext`,
+		`CREATE EXTENSION citext SCHEMA ext`,
 		`CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')`,
 		`CREATE TABLE labels (k bigint PRIMARY KEY, c text COLLATE "C", icu text COLLATE "en-x-icu", sv text COLLATE "sv-x-icu",
-			pad char(4), mood mood, nums int[], words text[], ci citext)`,
+			pad char(4), mood mood, nums int[], words text[], ci ext.citext)`,
 		// Sequences, which live on the authoritative shard.
 		`CREATE SEQUENCE seq_one`,
 		`CREATE SEQUENCE seq_many`,

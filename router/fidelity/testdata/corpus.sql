@@ -873,11 +873,17 @@ SELECT DISTINCT words FROM labels;
 SELECT max(nums), min(words) FROM labels;
 SELECT k FROM labels WHERE nums @> '{1}';
 SELECT k, words[1] FROM labels WHERE cardinality(words) = 2 ORDER BY k;
+-- Off the search path, ci compares as text (citext's cast to text).
+SELECT k, ci FROM labels WHERE ci = 'hello' ORDER BY k;
+SELECT min(ci) FROM labels;
+SET search_path = public, ext;
 SELECT k, ci FROM labels WHERE ci = 'hello';
 SELECT k, ci FROM labels ORDER BY ci, k;
 SELECT ci, count(*) FROM labels GROUP BY ci;
 SELECT DISTINCT ci FROM labels;
 SELECT min(ci), max(ci), count(DISTINCT ci) FROM labels;
+SELECT min(qty), max(ci) FROM items, labels WHERE items.k = labels.k;
+RESET search_path;
 SELECT i.k, l.icu FROM items i JOIN labels l ON l.k = i.k WHERE i.k < 10;
 SELECT l.icu, count(*) FROM items i JOIN labels l ON l.k = i.k GROUP BY l.icu;
 SELECT count(*) FROM labels l JOIN items i ON i.name = l.icu;
