@@ -25,7 +25,8 @@ import (
 // It runs for TESSERA_QUERYGEN_DURATION (default 20s, as in `make test`;
 // 30m on demand, with -timeout raised to match) from
 // TESSERA_QUERYGEN_SEED (default: the clock), printed so that a run can be
-// repeated: statement n of a seed is always the same.
+// repeated: statement n of a seed is always the same, and
+// TESSERA_QUERYGEN_FIRST=n starts there.
 func TestQueryGen(t *testing.T) {
 	duration := 20 * time.Second
 	if s := os.Getenv("TESSERA_QUERYGEN_DURATION"); s != "" {
@@ -43,7 +44,9 @@ func TestQueryGen(t *testing.T) {
 		}
 		seed = v
 	}
-	t.Logf("TESSERA_QUERYGEN_SEED=%d TESSERA_QUERYGEN_DURATION=%v", seed, duration)
+	// TESSERA_QUERYGEN_FIRST starts at a reported statement's number.
+	first, _ := strconv.ParseUint(os.Getenv("TESSERA_QUERYGEN_FIRST"), 10, 64)
+	t.Logf("TESSERA_QUERYGEN_SEED=%d TESSERA_QUERYGEN_DURATION=%v TESSERA_QUERYGEN_FIRST=%d", seed, duration, first)
 	ctx, cancel := context.WithTimeout(context.Background(), duration+10*time.Minute)
 	defer cancel()
 	tessera, ref := diffDatabases(t, ctx)
@@ -56,7 +59,7 @@ func TestQueryGen(t *testing.T) {
 	refusals := map[string]int{}
 	var invalid []string
 	deadline := time.Now().Add(duration)
-	for n := uint64(0); time.Now().Before(deadline); n++ {
+	for n := first; time.Now().Before(deadline); n++ {
 		q := generate(seed, n)
 		sql, args := q.render()
 		run++
@@ -86,7 +89,7 @@ func TestQueryGen(t *testing.T) {
 				ssql, sargs := small.render()
 				sst := statement{sql: ssql, args: sargs}
 				swant, sgot := ask(ctx, ref, ssql, m.mode, sargs...), ask(ctx, tessera, ssql, m.mode, sargs...)
-				t.Errorf("WRONG ANSWER: statement %d of TESSERA_QUERYGEN_SEED=%d (%s protocol)\n  %s\n  %s\nshrunk to\n  %s\n  %s\n  expected %s\n  got      %s",
+				t.Errorf("WRONG ANSWER: TESSERA_QUERYGEN_FIRST=%d TESSERA_QUERYGEN_SEED=%d (%s protocol)\n  %s\n  %s\nshrunk to\n  %s\n  %s\n  expected %s\n  got      %s",
 					n, seed, m.name, st, d, sst, mismatch(swant, sgot, orderOf(ctx, ref, m.mode, sst, swant)), show(swant), show(sgot))
 				break
 			}
