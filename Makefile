@@ -12,10 +12,12 @@ build:
 
 # The planner's allocation counts mean nothing under the race detector (it
 # makes sync.Pool drop items): its test skips them there, so it runs once
-# more without it.
+# more without it. TPC-H's load through a router built with the race
+# detector takes minutes: TestTPCH too runs without it.
 test:
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -run TestAllocations ./router/planner/
+	$(GO) test -count=1 -run TestTPCH ./router/fidelity/
 	$(GO) test -count=1 -timeout 30m ./e2e/
 
 # A short coverage-guided run of every fuzz target (their seed corpora

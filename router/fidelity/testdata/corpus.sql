@@ -968,3 +968,71 @@ SELECT kind, avg(qty) FROM items WHERE qty > $1 GROUP BY kind; -- args: [2]
 SELECT count(DISTINCT name) FROM items WHERE qty > $1; -- args: [1]
 SELECT kind, avg(price) AS a FROM items GROUP BY kind ORDER BY a DESC, kind LIMIT 3;
 SELECT k, uid FROM items ORDER BY uid LIMIT 3;
+-- s4 block (issue #16: types): labels (colocated with items on k) holds
+-- text under the C collation and two ICU ones, bpchar, an enum, arrays
+-- and citext. Orders, groups and extremes of these must be Postgres's
+-- (or refused), never a Go comparison of bytes under ICU.
+SELECT * FROM labels WHERE k = 3;
+SELECT k, c, icu, sv FROM labels WHERE k IN (1, 2, 40);
+SELECT k, c FROM labels ORDER BY c, k;
+SELECT k, c FROM labels ORDER BY c DESC NULLS LAST, k LIMIT 7;
+SELECT c FROM labels ORDER BY c LIMIT 5 OFFSET 2;
+SELECT k, icu FROM labels ORDER BY icu, k;
+SELECT icu FROM labels ORDER BY icu DESC LIMIT 6;
+SELECT k, sv FROM labels ORDER BY sv, k;
+SELECT k, c FROM labels ORDER BY c COLLATE "en-x-icu", k;
+SELECT k, icu FROM labels ORDER BY icu COLLATE "C", k;
+SELECT k FROM labels WHERE icu < 'b';
+SELECT k FROM labels WHERE c < 'b';
+SELECT k FROM labels WHERE sv > 'z';
+SELECT min(c), max(c) FROM labels;
+SELECT min(icu), max(icu) FROM labels;
+SELECT min(sv), max(sv) FROM labels;
+SELECT DISTINCT c FROM labels;
+SELECT DISTINCT icu FROM labels;
+SELECT DISTINCT icu FROM labels ORDER BY icu;
+SELECT c, count(*) FROM labels GROUP BY c;
+SELECT icu, count(*) FROM labels GROUP BY icu ORDER BY icu;
+SELECT sv, count(*) FROM labels GROUP BY sv ORDER BY 2 DESC, 1;
+SELECT count(DISTINCT icu), count(DISTINCT c) FROM labels;
+SELECT string_agg(c, ',' ORDER BY c) FROM labels;
+SELECT string_agg(icu, ',' ORDER BY icu, k) FROM labels;
+SELECT array_agg(sv ORDER BY sv, k) FROM labels;
+SELECT k, icu, rank() OVER (ORDER BY icu) FROM labels;
+SELECT icu FROM labels UNION SELECT c FROM labels;
+SELECT c FROM labels INTERSECT SELECT icu FROM labels;
+SELECT k, pad, length(pad), pad = 'ab', octet_length(pad) FROM labels;
+SELECT k, pad FROM labels ORDER BY pad, k;
+SELECT pad, count(*) FROM labels GROUP BY pad;
+SELECT DISTINCT pad FROM labels;
+SELECT min(pad), max(pad) FROM labels;
+SELECT k FROM labels WHERE pad = 'ab';
+SELECT k, mood FROM labels ORDER BY mood, k;
+SELECT mood, count(*) FROM labels GROUP BY mood;
+SELECT mood, count(*) FROM labels GROUP BY mood ORDER BY mood DESC;
+SELECT DISTINCT mood FROM labels;
+SELECT min(mood), max(mood) FROM labels;
+SELECT k FROM labels WHERE mood > 'sad';
+SELECT k, mood::text FROM labels WHERE mood = 'ok' ORDER BY k;
+SELECT k, nums, words FROM labels;
+SELECT k, nums FROM labels ORDER BY nums, k;
+SELECT nums, count(*) FROM labels GROUP BY nums;
+SELECT DISTINCT words FROM labels;
+SELECT max(nums), min(words) FROM labels;
+SELECT k FROM labels WHERE nums @> '{1}';
+SELECT k, words[1] FROM labels WHERE cardinality(words) = 2 ORDER BY k;
+-- Off the search path, ci compares as text (citext's cast to text).
+SELECT k, ci FROM labels WHERE ci = 'hello' ORDER BY k;
+SELECT min(ci) FROM labels;
+SET search_path = public, ext;
+SELECT k, ci FROM labels WHERE ci = 'hello';
+SELECT k, ci FROM labels ORDER BY ci, k;
+SELECT ci, count(*) FROM labels GROUP BY ci;
+SELECT DISTINCT ci FROM labels;
+SELECT min(ci), max(ci), count(DISTINCT ci) FROM labels;
+SELECT min(qty), max(ci) FROM items, labels WHERE items.k = labels.k;
+RESET search_path;
+SELECT i.k, l.icu FROM items i JOIN labels l ON l.k = i.k WHERE i.k < 10;
+SELECT l.icu, count(*) FROM items i JOIN labels l ON l.k = i.k GROUP BY l.icu;
+SELECT count(*) FROM labels l JOIN items i ON i.name = l.icu;
+-- end of s4 block (types)

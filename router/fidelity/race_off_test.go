@@ -1,0 +1,5 @@
+//go:build !race
+
+package fidelity_test
+
+const raceDetector = false
