@@ -204,13 +204,13 @@ func (acc *accumulator) add(c AggColumn, v []byte, format Format) error {
 		}
 	case Any:
 		if first {
-			acc.raw = v
+			acc.raw = copyValue(acc.raw, v)
 		}
 	case Avg:
 		// Computed from other columns at the end.
 	case Min, Max:
 		if first {
-			acc.raw = append(acc.raw[:0], v...) // a copy, as for keys
+			acc.raw = copyValue(acc.raw, v)
 			return nil
 		}
 		cmp, err := compareValues(v, acc.raw, c.Type, format)
@@ -218,7 +218,7 @@ func (acc *accumulator) add(c AggColumn, v []byte, format Format) error {
 			return err
 		}
 		if c.Func == Min && cmp < 0 || c.Func == Max && cmp > 0 {
-			acc.raw = append(acc.raw[:0], v...)
+			acc.raw = copyValue(acc.raw, v)
 		}
 	case BoolAnd, BoolOr:
 		b, err := readBool(v, format)
@@ -235,6 +235,15 @@ func (acc *accumulator) add(c AggColumn, v []byte, format Format) error {
 		}
 	}
 	return nil
+}
+
+// copyValue copies a non-NULL value into dst's storage: the row's buffer
+// holds other rows too. An empty value stays non-nil, because nil is NULL.
+func copyValue(dst, v []byte) []byte {
+	if dst == nil {
+		dst = make([]byte, 0, len(v))
+	}
+	return append(dst[:0], v...)
 }
 
 // finish writes a group's output row.

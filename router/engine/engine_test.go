@@ -153,3 +153,24 @@ func TestNumericSendAsPostgres(t *testing.T) {
 		}
 	}
 }
+
+// An empty string is a value, not NULL: min, max and any of ” are ”.
+func TestAggregateKeepsEmptyValues(t *testing.T) {
+	cols := []AggColumn{{Func: GroupKey}, {Func: Min, Type: Bytes}, {Func: Max, Type: Bytes}, {Func: Any}}
+	in := NewConcat(rows("k,,,"), rows("k,,,"), rows("NULL,NULL,NULL,NULL"))
+	op := NewAggregate(in, cols, false, text)
+	var nulls []int
+	if err := Drain(op, func(r Row) {
+		for i, v := range r.Values {
+			if v == nil {
+				nulls = append(nulls, i)
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Only the second group (all NULL) has NULLs.
+	if fmt.Sprint(nulls) != "[0 1 2 3]" {
+		t.Fatalf("NULL columns %v, want only the NULL group's [0 1 2 3]", nulls)
+	}
+}

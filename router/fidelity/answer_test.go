@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -197,7 +198,7 @@ func orderOf(ctx context.Context, ref *pgx.Conn, mode pgx.QueryExecMode, st stat
 			extra++
 		}
 	}
-	rows := want.rows
+	rows, fields := want.rows, want.fields
 	if extra > 0 {
 		// Only a plain SELECT takes more output columns without
 		// changing its answer.
@@ -221,17 +222,44 @@ func orderOf(ctx context.Context, ref *pgx.Conn, mode pgx.QueryExecMode, st stat
 		if a.code != "" || len(a.rows) != len(want.rows) {
 			return o
 		}
-		rows = a.rows
+		rows, fields = a.rows, a.fields
 	}
 	o.keys = make([]string, len(rows))
 	for r, row := range rows {
 		k := make([]string, len(cols))
 		for i, c := range cols {
-			k[i] = row[c]
+			k[i] = sortKeyText(fields[c], row[c])
 		}
 		o.keys[r] = strings.Join(k, ",")
 	}
 	return o
+}
+
+// sortKeyText is a value as its type's ordering sees it, so that values
+// Postgres sorts as equal (ties it may put in any order) make one run:
+// bpchar ignores trailing spaces; numeric ignores trailing zeros of the
+// fraction (1.0 = 1.00). field is "name:oid:typmod"; v is as value
+// writes it: NULL, or quoted.
+func sortKeyText(field, v string) string {
+	if v == "NULL" {
+		return v
+	}
+	if u, err := strconv.Unquote(v); err == nil {
+		v = u
+	}
+	oid := field[strings.LastIndexByte(field[:strings.LastIndexByte(field, ':')], ':')+1 : strings.LastIndexByte(field, ':')]
+	switch oid {
+	case "1042": // bpchar
+		return strings.TrimRight(v, " ")
+	case "1700": // numeric
+		if strings.Contains(v, ".") && !strings.ContainsAny(v, "eE") {
+			v = strings.TrimRight(strings.TrimRight(v, "0"), ".")
+			if v == "-0" {
+				v = "0"
+			}
+		}
+	}
+	return v
 }
 
 // unlimited is the reference's answer to sql without its top-level

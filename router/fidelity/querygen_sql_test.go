@@ -37,8 +37,13 @@ var genTables = map[string]genTable{
 	"kinds": {"kinds", []genColumn{{"code", "int"}, {"label", "text"}}, []string{"code"}},
 	"notes": {"notes", []genColumn{{"id", "int"}, {"k", "int"}, {"body", "text"}}, []string{"id"}},
 	// Text under C, en-x-icu and sv-x-icu, char(4), citext and an enum.
+	// citext is never generated: its equality and order ignore case, so
+	// Postgres's answers to GROUP BY, DISTINCT and ORDER BY on it depend on
+	// the order rows are read (which of "Hello" and "hello" stands for the
+	// group; ties the comparator cannot see), and no two plans need agree;
+	// the corpus covers it by hand.
 	"labels": {"labels", []genColumn{{"k", "int"}, {"c", "text"}, {"icu", "text"}, {"sv", "text"}, {"pad", "text"},
-		{"ci", "text"}, {"mood", "mood"}}, []string{"k"}},
+		{"ci", "citext"}, {"mood", "mood"}}, []string{"k"}},
 }
 
 // genExpr is an expression with the simpler ones the shrinker may put in

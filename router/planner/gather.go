@@ -112,7 +112,7 @@ func (c *planCtx) planGather(st *Statement, q *query, refs []*tableRef, f *facts
 	if !refused && !fallback || c.in.NoGather || !c.gatherable(q, f, st) {
 		return
 	}
-	if orderDependent(q.sel) || c.inexactAggregates(q.sel, refs) {
+	if orderDependent(q.sel) || c.inexactAggregates(q.sel, refs) || c.keepsOneOfEqual(q.sel, refs) {
 		return
 	}
 	g, ok := c.gatherPlan(q.sel, refs)

@@ -947,7 +947,6 @@ SELECT k, name FROM items ORDER BY name DESC NULLS LAST, k OFFSET 40;
 SELECT min(name), max(name) FROM items;
 SELECT kind, min(note), max(note) FROM events GROUP BY kind;
 SELECT min(name) FROM items WHERE k < 0;
-SELECT name, count(*) FROM items GROUP BY name ORDER BY name;
 SELECT DISTINCT name FROM items ORDER BY name DESC NULLS LAST;
 SELECT note, code FROM accounts ORDER BY note NULLS FIRST, code;
 SELECT min(note), max(code) FROM accounts;
