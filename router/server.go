@@ -49,6 +49,9 @@ type Server struct {
 	// (metrics.go, querystats.go).
 	metrics    *routerMetrics
 	queryStats *queryStats
+	// sequences serves sequences that feed tables beyond the
+	// authoritative shard (sequence.go).
+	sequences *sequences
 
 	// single caches, per topology revision, the topology's one shard
 	// when it has exactly one.
@@ -109,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 	s.roles = roleCache{ttl: cfg.RoleCacheTTL, fetch: s.fetchRoles}
 	s.mockSaltKey = mockSaltKey(cfg.Secret)
 	s.schema = newSchemaCache(s)
+	s.sequences = newSequences(s, cfg.SequenceBlock)
 	s.queryStats = newQueryStats(cfg.QueryStatsSize)
 	s.metrics = newRouterMetrics(s)
 	return s, nil
