@@ -170,13 +170,6 @@ func (c *clientConn) parse(msg []byte) error {
 	if len(stmts) > 1 {
 		return pgerr.New("42601", "cannot insert multiple commands into a prepared statement")
 	}
-	if len(stmts) == 1 {
-		// Sequence values the router must fill in are refused here
-		// (sequence_insert.go).
-		if _, err := c.serveSequences(context.Background(), stmts[0], false); err != nil {
-			return err
-		}
-	}
 	p := &prepared{sql: sql, oids: oids, revision: revision, replica: replica, epoch: c.srv.schemaEpoch.Load()}
 	if len(stmts) == 1 {
 		p.stmt = stmts[0]

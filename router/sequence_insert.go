@@ -23,10 +23,15 @@ import (
 // SELECT nextval('s'), currval('s') or lastval() of a sequence that feeds
 // such a table is answered by the router from the same blocks.
 //
-// Only a simple-protocol Query holding the one statement is rewritten;
-// elsewhere (the extended protocol, a string of several statements, an
-// INSERT ... SELECT) an INSERT that needs it is refused with 0A000,
-// rather than let a shard hand out its own copy's values.
+// Simple-protocol Queries are rewritten (a string of several statements
+// is made again of its statements, each INSERT filled in); an INSERT ...
+// SELECT that leaves a fed column to its default is refused with 0A000,
+// rather than let each shard hand out its own copy's values. The
+// extended protocol is not served yet: there an INSERT that leaves the
+// shard key to its default, DEFAULT VALUES and nextval are refused by the
+// planner as before, but a fed column other than the shard key still
+// takes the shard's own value (planned: the value bound as an added
+// parameter).
 
 // sequenceAction is what serveSequences decided for a statement.
 type sequenceAction struct {
@@ -77,10 +82,9 @@ func mentionsSequences(sql string) bool {
 	return strings.Contains(l, "nextval") || strings.Contains(l, "currval") || strings.Contains(l, "lastval")
 }
 
-// serveSequences handles st's sequence values when the router must:
-// rewrite (fill) is allowed for a lone simple-protocol statement; else
-// a statement that needs it is refused.
-func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt, fill bool) (sequenceAction, error) {
+// serveSequences serves st's sequence values when the router must: an
+// INSERT filled in, or a lone SELECT of a sequence function answered.
+func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt) (sequenceAction, error) {
 	switch {
 	case st == nil || c.tx.failed:
 		// A failed transaction answers 25P02 to everything: the
@@ -99,8 +103,8 @@ func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt, fill b
 		if len(fed) == 0 && !mentionsSequences(st.SQL) {
 			return sequenceAction{}, nil
 		}
-		return c.fillInsert(ctx, st, cat, fed, fill)
-	case fill && st.Kind == planner.Select && len(st.Tables) == 0 && mentionsSequences(st.SQL):
+		return c.fillInsert(ctx, st, cat, fed)
+	case st.Kind == planner.Select && len(st.Tables) == 0 && mentionsSequences(st.SQL):
 		return c.sequenceSelect(ctx, st)
 	}
 	return sequenceAction{}, nil
@@ -108,7 +112,7 @@ func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt, fill b
 
 // fillInsert rewrites an INSERT into a table beyond the authoritative
 // shard whose fed columns it leaves to their defaults.
-func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *sequenceCatalog, fed []fedColumn, fill bool) (sequenceAction, error) {
+func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *sequenceCatalog, fed []fedColumn) (sequenceAction, error) {
 	tree, err := pg_query.Parse(st.SQL)
 	if err != nil || len(tree.Stmts) != 1 {
 		return sequenceAction{}, nil // the planner's own answer stands
@@ -120,7 +124,7 @@ func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *seque
 	name := st.Tables[0].Schema + "." + st.Tables[0].Table
 	refuse := func(why string) (sequenceAction, error) {
 		return sequenceAction{}, pgerr.New(pgerr.FeatureNotSupported,
-			"INSERT into %s %s is not supported: its sequence values come from the authoritative shard, which the router fills in only for a lone INSERT ... VALUES in a simple-protocol query", name, why)
+			"INSERT into %s %s is not supported: its sequence values come from the authoritative shard, which the router fills in only in INSERT ... VALUES", name, why)
 	}
 	sel := ins.SelectStmt.GetSelectStmt()
 	defaultValues := ins.SelectStmt == nil
@@ -211,9 +215,6 @@ func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *seque
 	}
 	if len(slots) == 0 {
 		return sequenceAction{}, nil
-	}
-	if !fill {
-		return refuse("leaving a column to its sequence, or calling nextval, here")
 	}
 	// Values in Postgres's order of evaluation: row by row, column by
 	// column.
@@ -487,15 +488,32 @@ func appendInt8RowDescription(dst []byte, name string) []byte {
 
 // sequencesOf serves the sequence values of a simple-protocol Query's
 // statements: a lone statement may be filled in or answered; in a string
-// of several, one that needs it is refused.
+// of several, each INSERT is filled in, and the string is made again of
+// the statements' texts.
 func (c *clientConn) sequencesOf(ctx context.Context, stmts []*plannedStmt) (sequenceAction, error) {
 	if len(stmts) == 1 {
-		return c.serveSequences(ctx, stmts[0], true)
+		return c.serveSequences(ctx, stmts[0])
 	}
-	for _, st := range stmts {
-		if _, err := c.serveSequences(ctx, st, false); err != nil {
+	texts := make([]string, len(stmts))
+	changed := false
+	for i, st := range stmts {
+		if st == nil {
+			continue
+		}
+		texts[i] = st.SQL
+		if st.Kind != planner.Insert {
+			continue
+		}
+		act, err := c.serveSequences(ctx, st)
+		if err != nil {
 			return sequenceAction{}, err
 		}
+		if act.sql != "" {
+			texts[i], changed = act.sql, true
+		}
 	}
-	return sequenceAction{}, nil
+	if !changed {
+		return sequenceAction{}, nil
+	}
+	return sequenceAction{sql: strings.Join(texts, ";\n")}, nil
 }

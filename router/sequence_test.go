@@ -311,12 +311,18 @@ func (s *seqEnv) refusals(t *testing.T) {
 		conn *pgx.Conn
 		sql  string
 	}{
-		{c, "INSERT INTO ids (v) VALUES ('x'); INSERT INTO ids (v) VALUES ('y')"},
 		{c, "INSERT INTO ids (v) SELECT 'z'"},
 	} {
 		if _, err := q.conn.Exec(ctx, q.sql); sqlState(err) != "0A000" {
 			t.Errorf("%s: %v, want 0A000", q.sql, err)
 		}
+	}
+	// In a string of several statements each INSERT is filled in.
+	before, _ := s.allIDs(t, "ids")
+	mustExec(t, c, "INSERT INTO ids (v) VALUES ('x'); SELECT 1; INSERT INTO ids (v) VALUES ('y'), ('z')")
+	after, _ := s.allIDs(t, "ids")
+	if len(after) != len(before)+3 || duplicates(after) != 0 {
+		t.Fatalf("a string of INSERTs: %d ids before, %d after, %d duplicates", len(before), len(after), duplicates(after))
 	}
 	// A shard key given explicitly needs nothing from the router, in
 	// either protocol.
