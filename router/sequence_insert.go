@@ -106,8 +106,36 @@ func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt) (seque
 		return c.fillInsert(ctx, st, cat, fed)
 	case st.Kind == planner.Select && len(st.Tables) == 0 && mentionsSequences(st.SQL):
 		return c.sequenceSelect(ctx, st)
+	case len(st.Tables) > 0 && strings.Contains(strings.ToLower(st.SQL), "restart"):
+		return sequenceAction{}, c.checkTruncateRestart(ctx, st)
 	}
 	return sequenceAction{}, nil
+}
+
+// checkTruncateRestart refuses TRUNCATE ... RESTART IDENTITY of a table
+// whose sequences the router serves: it would restart the copies on the
+// table's shards, not the authoritative shard's, which hands out the
+// values.
+func (c *clientConn) checkTruncateRestart(ctx context.Context, st *plannedStmt) error {
+	tree, err := pg_query.Parse(st.SQL)
+	if err != nil || len(tree.Stmts) != 1 {
+		return nil
+	}
+	tr := tree.Stmts[0].Stmt.GetTruncateStmt()
+	if tr == nil || !tr.RestartSeqs {
+		return nil
+	}
+	cat, err := c.srv.sequences.catalog(ctx, c.database)
+	if err != nil {
+		return err
+	}
+	for _, t := range st.Tables {
+		if t.Database == c.database && c.beyondAuthoritative(t.Schema, t.Table) && len(cat.fed[t.Schema+"."+t.Table]) > 0 {
+			return pgerr.New(pgerr.FeatureNotSupported,
+				"TRUNCATE ... RESTART IDENTITY of %s.%s is not supported: its sequences are served from the authoritative shard; use ALTER SEQUENCE ... RESTART", t.Schema, t.Table)
+		}
+	}
+	return nil
 }
 
 // fillInsert rewrites an INSERT into a table beyond the authoritative
@@ -501,8 +529,8 @@ func (c *clientConn) sequencesOf(ctx context.Context, stmts []*plannedStmt) (seq
 			continue
 		}
 		texts[i] = st.SQL
-		if st.Kind != planner.Insert {
-			continue
+		if st.Kind == planner.Select {
+			continue // answered by the router only alone
 		}
 		act, err := c.serveSequences(ctx, st)
 		if err != nil {

@@ -312,6 +312,7 @@ func (s *seqEnv) refusals(t *testing.T) {
 		sql  string
 	}{
 		{c, "INSERT INTO ids (v) SELECT 'z'"},
+		{c, "TRUNCATE ids RESTART IDENTITY"},
 	} {
 		if _, err := q.conn.Exec(ctx, q.sql); sqlState(err) != "0A000" {
 			t.Errorf("%s: %v, want 0A000", q.sql, err)
