@@ -120,7 +120,8 @@ func (q *sequences) catalog(ctx context.Context, db string) (*sequenceCatalog, e
 	// A column is fed when its default is exactly nextval of a sequence
 	// (serial, bigserial, DEFAULT nextval('s')), or it is an identity
 	// column (its sequence depends on it internally).
-	rows, err := q.srv.adminQuery(ctx, db, `SELECT n.nspname, c.relname, a.attname, s.oid::text, sn.nspname, s.relname, 'd'
+	// The last column: 'n' for a nextval default, else attidentity.
+	rows, err := q.srv.adminQuery(ctx, db, `SELECT n.nspname, c.relname, a.attname, s.oid::text, sn.nspname, s.relname, 'n'
 		FROM pg_catalog.pg_attrdef ad
 		JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND NOT a.attisdropped
 		JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -154,7 +155,7 @@ func (q *sequences) catalog(ctx context.Context, db string) (*sequenceCatalog, e
 			continue
 		}
 		key := r[0] + "." + r[1]
-		cat.fed[key] = append(cat.fed[key], fedColumn{column: r[2], seq: seq, always: r[6] == "a", identity: r[6] != "d"})
+		cat.fed[key] = append(cat.fed[key], fedColumn{column: r[2], seq: seq, always: r[6] == "a", identity: r[6] != "n"})
 	}
 	q.mu.Lock()
 	if q.generation == gen {
