@@ -86,9 +86,15 @@ func mentionsSequences(sql string) bool {
 // INSERT filled in, or a lone SELECT of a sequence function answered.
 func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt) (sequenceAction, error) {
 	switch {
-	case st == nil || c.tx.failed:
-		// A failed transaction answers 25P02 to everything: the
-		// ordinary path says so.
+	case st == nil || c.tx.failed || c.settings.replica():
+		// A failed transaction answers 25P02 to everything, and a
+		// replica 25006 to nextval and writes: the ordinary path says
+		// so.
+		return sequenceAction{}, nil
+	case c.readOnlyTx():
+		// Postgres refuses the INSERT, or nextval, before any value is
+		// taken; so do the shards, once the router leaves them the
+		// statement as written.
 		return sequenceAction{}, nil
 	case st.Kind == planner.Insert && len(st.Tables) > 0:
 		t := st.Tables[0]
@@ -544,4 +550,16 @@ func (c *clientConn) sequencesOf(ctx context.Context, stmts []*plannedStmt) (seq
 		return sequenceAction{}, nil
 	}
 	return sequenceAction{sql: strings.Join(texts, ";\n")}, nil
+}
+
+// readOnlyTx reports a transaction the client made read-only, where
+// nextval fails (25006): BEGIN READ ONLY, or default_transaction_read_only.
+func (c *clientConn) readOnlyTx() bool {
+	if v, ok := c.settings.get("default_transaction_read_only"); ok {
+		switch strings.ToLower(strings.Trim(v, `'" `)) {
+		case "on", "true", "yes", "1":
+			return true
+		}
+	}
+	return c.tx.active && strings.Contains(strings.ToLower(c.tx.begin), "read only")
 }
