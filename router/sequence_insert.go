@@ -112,7 +112,8 @@ func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt) (seque
 		return c.fillInsert(ctx, st, cat, fed)
 	case st.Kind == planner.Select && len(st.Tables) == 0 && mentionsSequences(st.SQL):
 		return c.sequenceSelect(ctx, st)
-	case len(st.Tables) > 0 && strings.Contains(strings.ToLower(st.SQL), "restart"):
+	case len(st.Tables) > 0 && st.Kind != planner.Select && st.Kind != planner.Update && st.Kind != planner.Delete &&
+		strings.Contains(strings.ToLower(st.SQL), "restart"):
 		return sequenceAction{}, c.checkTruncateRestart(ctx, st)
 	}
 	return sequenceAction{}, nil
