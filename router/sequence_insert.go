@@ -414,7 +414,10 @@ func qualifiedName(s string) ([]string, bool) {
 		}
 		s = s[1:]
 	}
-	return parts, len(parts) <= 2
+	if len(parts) > 2 {
+		return nil, false // a database name, or worse
+	}
+	return parts, true
 }
 
 // intConst is v as an SQL constant.
