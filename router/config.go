@@ -69,6 +69,10 @@ type Config struct {
 	// participant mid-commit; atomic.go). Without it the scheduled
 	// recovery does, later.
 	CommitRecovery func(context.Context) error
+	// SequenceBlock is how many values of a sequence that feeds tables
+	// beyond the authoritative shard the router reserves at a time
+	// (sequence.go; default 1000, at most 1000000).
+	SequenceBlock int
 	// Buffer bounds query buffering during primary changes (buffer.go).
 	Buffer BufferConfig
 	// Memory bounds what the router's queries hold and spill (memory.go).
@@ -100,6 +104,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QueryStatsSize == 0 {
 		c.QueryStatsSize = 5000
+	}
+	if c.SequenceBlock == 0 {
+		c.SequenceBlock = DefaultSequenceBlock
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -135,6 +142,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxConnections < 1 {
 		errs = append(errs, errors.New("the connection limit must be at least 1"))
+	}
+	if c.SequenceBlock < 1 || c.SequenceBlock > maxSequenceBlock {
+		errs = append(errs, fmt.Errorf("the sequence block must be between 1 and %d values", maxSequenceBlock))
 	}
 	if err := c.Buffer.validate(); err != nil {
 		errs = append(errs, err)

@@ -36,6 +36,8 @@ type clientConn struct {
 	autoStatements map[*planner.AutoPrepared]*pb.PreparedStatement
 	// searchPathMemo is the resolved search_path (route.go).
 	searchPathMemo searchPathMemo
+	// seqs is what currval and lastval answer (sequence.go).
+	seqs sessionSequences
 	// w is written by the connection's goroutine and, once the session
 	// is pinned, by the backend sessions' listeners delivering
 	// notifications (pushAsync); wmu orders them.

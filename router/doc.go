@@ -28,6 +28,9 @@
 // made, and where they are), settings.go (SET/SHOW and Tessera's settings),
 // copy.go (COPY FROM STDIN), copyinto.go (COPY FROM STDIN into a sharded
 // table, split by shard key with package copysplit), schema.go (shard-key column types),
+// sequence.go, sequence_insert.go and sequence_select.go (sequences that
+// feed tables beyond the authoritative shard: blocks of values, INSERTs
+// filled in, nextval/currval/lastval answered),
 // buffer.go and signal.go (holding statements while a shard's primary
 // changes), tablebuffer.go (while a cutover moves tables), revision.go
 // (the topology revision the router reports in its discovery record),

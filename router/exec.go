@@ -45,6 +45,7 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 	} else {
 		failed, err = c.dispatch(ctx, r, frontend, prepared, scan)
 	}
+	c.noteSequenceCalls(r, failed)
 	if c.tx.active && r.kind == kindRegular && !r.autocommit {
 		// Not a plain read: it may have written where it ran, even when
 		// it failed (a savepoint may keep what it did before).

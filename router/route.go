@@ -115,6 +115,8 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 	}
 	r := routed{sql: st.SQL, readOnly: st.ReadOnly, sessionState: st.SessionState != 0, err: st.Err}
 	r.autocommit = st.Pipelinable()
+	r.callsSequences = c.seqs.lastSeq != 0 && c.mayCallSequences(st)
+	r.setsSequence = st.Kind == planner.Select && st.SideEffects && strings.Contains(strings.ToLower(st.SQL), "setval")
 	switch st.Merge {
 	case planner.MergeLimit:
 		r.limit = limitValue(st.Limit, params)

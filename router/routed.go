@@ -73,6 +73,10 @@ type routed struct {
 	// transaction the sidecar may pipeline it on a connection other
 	// sessions share (Batch.autocommit).
 	autocommit bool
+	// callsSequences: it may call a sequence function where it runs
+	// (it writes, or calls a function that may); setsSequence: it calls
+	// setval (sequence.go).
+	callsSequences, setsSequence bool
 	// autoPrepared: the statement runs as its prepared form
 	// (autoprepare.go); a failure before any answer runs it as written.
 	autoPrepared bool

@@ -172,6 +172,7 @@ func (sc *schemaCache) clear() {
 func (s *Server) schemaChanged() {
 	s.schema.clear()
 	s.planner.Invalidate()
+	s.sequences.drop()
 }
 
 // A client's statement is prepared on the shards under a name made of its

@@ -54,6 +54,9 @@ type Server struct {
 	// against the router's budget and quota (memory.go).
 	memory *engine.RouterMemory
 	spill  *engine.SpillArea
+	// sequences serves sequences that feed tables beyond the
+	// authoritative shard (sequence.go).
+	sequences *sequences
 
 	// single caches, per topology revision, the topology's one shard
 	// when it has exactly one.
@@ -114,6 +117,7 @@ func New(cfg Config) (*Server, error) {
 	s.roles = roleCache{ttl: cfg.RoleCacheTTL, fetch: s.fetchRoles}
 	s.mockSaltKey = mockSaltKey(cfg.Secret)
 	s.schema = newSchemaCache(s)
+	s.sequences = newSequences(s, cfg.SequenceBlock)
 	s.queryStats = newQueryStats(cfg.QueryStatsSize)
 	s.memory = engine.NewRouterMemory(cfg.Memory.Budget)
 	s.spill = engine.NewSpillArea(cfg.Memory.SpillDir, cfg.Memory.SpillQuota)

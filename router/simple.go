@@ -18,8 +18,28 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 	}
 	sql := string(msg[5 : len(msg)-1])
 	var hold tableHold
+	filled := false
 	for {
 		stmts, revision, err := c.plan(sql, nil)
+		if err == nil && !filled {
+			// Sequence values the router serves (sequence_insert.go):
+			// filled in once, then planned again with them.
+			filled = true
+			act, err := c.sequencesOf(ctx, stmts)
+			switch {
+			case err != nil:
+				c.out = appendError(c.out, "ERROR", err)
+				c.failTx()
+				c.out = appendReady(c.out, c.status())
+				return nil
+			case act.answered:
+				c.out = appendReady(c.out, c.status())
+				return nil
+			case act.sql != "":
+				sql, msg = act.sql, queryMessage(act.sql)
+				continue
+			}
+		}
 		if err == nil && c.placesAnew() {
 			waited, err := c.srv.buffers.holdForTables(ctx, stmts, &hold)
 			if err != nil {

@@ -1,0 +1,483 @@
+package router
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/router/planner"
+)
+
+// The router fills in, from its blocks (sequence.go), what the shards
+// would otherwise take from their own copies of a sequence: in an INSERT
+// into a table beyond the authoritative shard, each column fed by a
+// sequence that the statement leaves to its default (omitted, DEFAULT,
+// DEFAULT VALUES, or an identity column under OVERRIDING USER VALUE) and
+// each VALUES item that is exactly nextval('s'), one value per row, in
+// row order. The statement then has its values as literals and is
+// planned again: routed, or split, by them; RETURNING shows them. A lone
+// SELECT nextval('s'), currval('s') or lastval() of a sequence that feeds
+// such a table is answered by the router from the same blocks.
+//
+// Simple-protocol Queries are rewritten (a string of several statements
+// is made again of its statements, each INSERT filled in); an INSERT ...
+// SELECT that leaves a fed column to its default is refused with 0A000,
+// rather than let each shard hand out its own copy's values. The
+// extended protocol is not served yet: there an INSERT that leaves the
+// shard key to its default, DEFAULT VALUES and nextval are refused by the
+// planner as before, but a fed column other than the shard key still
+// takes the shard's own value (planned: the value bound as an added
+// parameter).
+
+// sequenceAction is what serveSequences decided for a statement.
+type sequenceAction struct {
+	// sql, when set, is the statement with the values filled in.
+	sql string
+	// answered: the router answered the statement itself (into c.out).
+	answered bool
+}
+
+// beyondAuthoritative reports whether a table of the session's database
+// lives beyond the authoritative shard (sharded, reference, or in a
+// group on another shard): its sequence values come from the router.
+func (c *clientConn) beyondAuthoritative(schema, table string) bool {
+	snap := c.srv.topo.Current()
+	if snap == nil {
+		return false
+	}
+	top := snap.Topology
+	p := top.Resolve(c.database, schema, table)
+	if p == nil {
+		return false
+	}
+	if p.Group != nil && len(p.Group.KeyRanges) == 1 && p.Group.KeyRanges[0].ShardUID == top.AuthoritativeShard() {
+		return false
+	}
+	return true
+}
+
+// servedSequences returns the sequences that feed tables beyond the
+// authoritative shard.
+func (c *clientConn) servedSequences(cat *sequenceCatalog) map[uint32]bool {
+	out := map[uint32]bool{}
+	for key, cols := range cat.fed {
+		schema, table, _ := strings.Cut(key, ".")
+		if c.beyondAuthoritative(schema, table) {
+			for _, f := range cols {
+				out[f.seq.oid] = true
+			}
+		}
+	}
+	return out
+}
+
+// mentionsSequences is a cheap test before parsing: the text names a
+// sequence function.
+func mentionsSequences(sql string) bool {
+	l := strings.ToLower(sql)
+	return strings.Contains(l, "nextval") || strings.Contains(l, "currval") || strings.Contains(l, "lastval")
+}
+
+// serveSequences serves st's sequence values when the router must: an
+// INSERT filled in, or a lone SELECT of a sequence function answered.
+func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt) (sequenceAction, error) {
+	switch {
+	case st == nil || c.tx.failed || c.settings.replica():
+		// A failed transaction answers 25P02 to everything, and a
+		// replica 25006 to nextval and writes: the ordinary path says
+		// so.
+		return sequenceAction{}, nil
+	case c.readOnlyTx():
+		// Postgres refuses the INSERT, or nextval, before any value is
+		// taken; so do the shards, once the router leaves them the
+		// statement as written.
+		return sequenceAction{}, nil
+	case st.Kind == planner.Insert && len(st.Tables) > 0:
+		t := st.Tables[0]
+		if t.Database != c.database || !c.beyondAuthoritative(t.Schema, t.Table) {
+			return sequenceAction{}, nil
+		}
+		cat, err := c.srv.sequences.catalog(ctx, c.database)
+		if err != nil {
+			return sequenceAction{}, err
+		}
+		fed := cat.fed[t.Schema+"."+t.Table]
+		if len(fed) == 0 && !mentionsSequences(st.SQL) {
+			return sequenceAction{}, nil
+		}
+		return c.fillInsert(ctx, st, cat, fed)
+	case st.Kind == planner.Select && len(st.Tables) == 0 && mentionsSequences(st.SQL):
+		return c.sequenceSelect(ctx, st)
+	case len(st.Tables) > 0 && st.Kind != planner.Select && st.Kind != planner.Update && st.Kind != planner.Delete &&
+		strings.Contains(strings.ToLower(st.SQL), "restart"):
+		return sequenceAction{}, c.checkTruncateRestart(ctx, st)
+	}
+	return sequenceAction{}, nil
+}
+
+// checkTruncateRestart refuses TRUNCATE ... RESTART IDENTITY of a table
+// whose sequences the router serves: it would restart the copies on the
+// table's shards, not the authoritative shard's, which hands out the
+// values.
+func (c *clientConn) checkTruncateRestart(ctx context.Context, st *plannedStmt) error {
+	tree, err := pg_query.Parse(st.SQL)
+	if err != nil || len(tree.Stmts) != 1 {
+		return nil
+	}
+	tr := tree.Stmts[0].Stmt.GetTruncateStmt()
+	if tr == nil || !tr.RestartSeqs {
+		return nil
+	}
+	cat, err := c.srv.sequences.catalog(ctx, c.database)
+	if err != nil {
+		return err
+	}
+	for _, t := range st.Tables {
+		if t.Database == c.database && c.beyondAuthoritative(t.Schema, t.Table) && len(cat.fed[t.Schema+"."+t.Table]) > 0 {
+			return pgerr.New(pgerr.FeatureNotSupported,
+				"TRUNCATE ... RESTART IDENTITY of %s.%s is not supported: its sequences are served from the authoritative shard; use ALTER SEQUENCE ... RESTART", t.Schema, t.Table)
+		}
+	}
+	return nil
+}
+
+// fillInsert rewrites an INSERT into a table beyond the authoritative
+// shard whose fed columns it leaves to their defaults.
+func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *sequenceCatalog, fed []fedColumn) (sequenceAction, error) {
+	tree, err := pg_query.Parse(st.SQL)
+	if err != nil || len(tree.Stmts) != 1 {
+		return sequenceAction{}, nil // the planner's own answer stands
+	}
+	ins := tree.Stmts[0].Stmt.GetInsertStmt()
+	if ins == nil {
+		return sequenceAction{}, nil
+	}
+	name := st.Tables[0].Schema + "." + st.Tables[0].Table
+	refuse := func(why string) (sequenceAction, error) {
+		return sequenceAction{}, pgerr.New(pgerr.FeatureNotSupported,
+			"INSERT into %s %s is not supported: its sequence values come from the authoritative shard, which the router fills in only in INSERT ... VALUES", name, why)
+	}
+	sel := ins.SelectStmt.GetSelectStmt()
+	defaultValues := ins.SelectStmt == nil
+	var cols []string
+	for _, n := range ins.Cols {
+		if n.GetResTarget().GetIndirection() != nil {
+			return sequenceAction{}, nil
+		}
+		cols = append(cols, n.GetResTarget().GetName())
+	}
+	if !defaultValues && (sel == nil || len(sel.ValuesLists) == 0) {
+		// INSERT ... SELECT: a fed column it does not set would take a
+		// shard's value.
+		for _, f := range fed {
+			if len(cols) == 0 || indexOf(cols, f.column) < 0 {
+				return refuse("from a SELECT, leaving column " + f.column + " to its sequence")
+			}
+		}
+		return sequenceAction{}, nil
+	}
+	var rows [][]*pg_query.Node
+	if !defaultValues {
+		for _, l := range sel.ValuesLists {
+			rows = append(rows, l.GetList().GetItems())
+		}
+		if len(cols) == 0 {
+			names, err := c.srv.schema.ColumnNames(c.database, st.Tables[0].Schema, st.Tables[0].Table)
+			if err != nil {
+				return sequenceAction{}, err
+			}
+			width := len(rows[0])
+			if width > len(names) {
+				return sequenceAction{}, nil // Postgres's error (42601)
+			}
+			cols = names[:width]
+		}
+	} else {
+		rows = [][]*pg_query.Node{nil}
+	}
+
+	// What to fill: (row, column position) items, each from a sequence.
+	type slot struct {
+		row, col int
+		seq      sequenceRef
+	}
+	var slots []slot
+	appended := map[string]int{}
+	overrideUser := ins.Override == pg_query.OverridingKind_OVERRIDING_USER_VALUE
+	needsSystem := false
+	for _, f := range fed {
+		pos := indexOf(cols, f.column)
+		if pos < 0 {
+			pos = len(cols)
+			cols = append(cols, f.column)
+			appended[f.column] = pos
+		}
+		for r := range rows {
+			var item *pg_query.Node
+			if pos < len(rows[r]) {
+				item = rows[r][pos]
+			}
+			switch {
+			case item == nil || item.GetSetToDefault() != nil || f.identity && overrideUser:
+				slots = append(slots, slot{row: r, col: pos, seq: f.seq})
+				needsSystem = needsSystem || f.always || overrideUser
+			case f.always && ins.Override != pg_query.OverridingKind_OVERRIDING_SYSTEM_VALUE:
+				// Postgres refuses a value for a GENERATED ALWAYS column
+				// (428C9): let the shard say so.
+				return sequenceAction{}, nil
+			}
+		}
+	}
+	// Explicit nextval('s') items, in any column.
+	for r := range rows {
+		for p, item := range rows[r] {
+			seq, ok := c.nextvalOf(cat, item)
+			if !ok {
+				continue
+			}
+			dup := false
+			for _, s := range slots {
+				dup = dup || s.row == r && s.col == p
+			}
+			if !dup {
+				slots = append(slots, slot{row: r, col: p, seq: seq})
+			}
+		}
+	}
+	if len(slots) == 0 {
+		return sequenceAction{}, nil
+	}
+	// Values in Postgres's order of evaluation: row by row, column by
+	// column.
+	sortSlots := func(a, b slot) bool { return a.row < b.row || a.row == b.row && a.col < b.col }
+	for i := 1; i < len(slots); i++ {
+		for j := i; j > 0 && sortSlots(slots[j], slots[j-1]); j-- {
+			slots[j], slots[j-1] = slots[j-1], slots[j]
+		}
+	}
+	counts := map[uint32]int{}
+	for _, s := range slots {
+		counts[s.seq.oid]++
+	}
+	values := map[uint32][]int64{}
+	for _, s := range slots {
+		if _, done := values[s.seq.oid]; done {
+			continue
+		}
+		v, err := c.nextSequenceValues(ctx, s.seq, counts[s.seq.oid])
+		if err != nil {
+			return sequenceAction{}, err
+		}
+		values[s.seq.oid] = v
+	}
+	for _, s := range slots {
+		v := values[s.seq.oid][0]
+		values[s.seq.oid] = values[s.seq.oid][1:]
+		c.seqs.got(s.seq, v)
+		for len(rows[s.row]) <= s.col {
+			rows[s.row] = append(rows[s.row], &pg_query.Node{Node: &pg_query.Node_SetToDefault{SetToDefault: &pg_query.SetToDefault{}}})
+		}
+		rows[s.row][s.col] = intConst(v)
+	}
+	// Rebuild: the column list in full, the rows as filled.
+	ins.Cols = ins.Cols[:0]
+	for _, col := range cols {
+		ins.Cols = append(ins.Cols, &pg_query.Node{Node: &pg_query.Node_ResTarget{ResTarget: &pg_query.ResTarget{Name: col}}})
+	}
+	if defaultValues {
+		ins.SelectStmt = &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: &pg_query.SelectStmt{
+			ValuesLists: []*pg_query.Node{{Node: &pg_query.Node_List{List: &pg_query.List{}}}},
+			Op:          pg_query.SetOperation_SETOP_NONE,
+		}}}
+		sel = ins.SelectStmt.GetSelectStmt()
+	}
+	for r := range rows {
+		// A row shorter than the columns takes DEFAULT for the rest.
+		for len(rows[r]) < len(cols) {
+			rows[r] = append(rows[r], &pg_query.Node{Node: &pg_query.Node_SetToDefault{SetToDefault: &pg_query.SetToDefault{}}})
+		}
+		sel.ValuesLists[r].GetList().Items = rows[r]
+	}
+	if needsSystem {
+		ins.Override = pg_query.OverridingKind_OVERRIDING_SYSTEM_VALUE
+	}
+	sql, err := pg_query.Deparse(tree)
+	if err != nil {
+		return sequenceAction{}, pgerr.New(pgerr.InternalError, "writing the INSERT with its sequence values: %v", err)
+	}
+	return sequenceAction{sql: sql}, nil
+}
+
+// nextvalOf recognizes nextval('name') (or 'name'::regclass) of a
+// sequence of cat.
+func (c *clientConn) nextvalOf(cat *sequenceCatalog, n *pg_query.Node) (sequenceRef, bool) {
+	fc := n.GetFuncCall()
+	if fc == nil || funcName(fc) != "nextval" || len(fc.Args) != 1 || fc.AggStar || fc.AggDistinct || fc.Over != nil {
+		return sequenceRef{}, false
+	}
+	return c.sequenceArg(cat, fc.Args[0])
+}
+
+// funcName is a call's function name, if unqualified or in pg_catalog.
+func funcName(fc *pg_query.FuncCall) string {
+	names := fc.Funcname
+	switch {
+	case len(names) == 1:
+	case len(names) == 2 && names[0].GetString_().GetSval() == "pg_catalog":
+	default:
+		return ""
+	}
+	return names[len(names)-1].GetString_().GetSval()
+}
+
+// sequenceArg resolves a sequence function's argument, a string constant
+// (optionally cast to regclass), against the session's search path.
+func (c *clientConn) sequenceArg(cat *sequenceCatalog, arg *pg_query.Node) (sequenceRef, bool) {
+	if tc := arg.GetTypeCast(); tc != nil {
+		names := tc.TypeName.GetNames()
+		if len(names) == 0 || names[len(names)-1].GetString_().GetSval() != "regclass" || len(tc.TypeName.Typmods) > 0 {
+			return sequenceRef{}, false
+		}
+		arg = tc.Arg
+	}
+	k := arg.GetAConst()
+	if k == nil || k.GetSval() == nil {
+		return sequenceRef{}, false
+	}
+	parts, ok := qualifiedName(k.GetSval().Sval)
+	if !ok {
+		return sequenceRef{}, false
+	}
+	switch len(parts) {
+	case 2:
+		seq, ok := cat.byName[parts[0]+"."+parts[1]]
+		return seq, ok
+	case 1:
+		snap := c.srv.topo.Current()
+		if snap == nil {
+			return sequenceRef{}, false
+		}
+		for _, schema := range c.searchPath(snap.Revision) {
+			if seq, ok := cat.byName[schema+"."+parts[0]]; ok {
+				return seq, true
+			}
+		}
+	}
+	return sequenceRef{}, false
+}
+
+// qualifiedName splits a regclass text as Postgres does: dots between
+// names, unquoted names folded to lower case, "" inside quotes.
+func qualifiedName(s string) ([]string, bool) {
+	var parts []string
+	for {
+		s = strings.TrimSpace(s)
+		var part string
+		if strings.HasPrefix(s, `"`) {
+			var b strings.Builder
+			i := 1
+			for ; i < len(s); i++ {
+				if s[i] == '"' {
+					if i+1 < len(s) && s[i+1] == '"' {
+						b.WriteByte('"')
+						i++
+						continue
+					}
+					break
+				}
+				b.WriteByte(s[i])
+			}
+			if i >= len(s) {
+				return nil, false
+			}
+			part, s = b.String(), s[i+1:]
+		} else {
+			end := strings.IndexByte(s, '.')
+			if end < 0 {
+				end = len(s)
+			}
+			part, s = strings.ToLower(strings.TrimSpace(s[:end])), s[end:]
+		}
+		if part == "" {
+			return nil, false
+		}
+		parts = append(parts, part)
+		s = strings.TrimSpace(s)
+		if s == "" {
+			break
+		}
+		if s[0] != '.' {
+			return nil, false
+		}
+		s = s[1:]
+	}
+	if len(parts) > 2 {
+		return nil, false // a database name, or worse
+	}
+	return parts, true
+}
+
+// intConst is v as an SQL constant.
+func intConst(v int64) *pg_query.Node {
+	if v >= -1<<31 && v < 1<<31 {
+		return pg_query.MakeAConstIntNode(v, -1)
+	}
+	return &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{
+		Val: &pg_query.A_Const_Fval{Fval: &pg_query.Float{Fval: strconv.FormatInt(v, 10)}}, Location: -1}}}
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// sequencesOf serves the sequence values of a simple-protocol Query's
+// statements: a lone statement may be filled in or answered; in a string
+// of several, each INSERT is filled in, and the string is made again of
+// the statements' texts.
+func (c *clientConn) sequencesOf(ctx context.Context, stmts []*plannedStmt) (sequenceAction, error) {
+	if len(stmts) == 1 {
+		return c.serveSequences(ctx, stmts[0])
+	}
+	texts := make([]string, len(stmts))
+	changed := false
+	for i, st := range stmts {
+		if st == nil {
+			continue
+		}
+		texts[i] = st.SQL
+		if st.Kind == planner.Select {
+			continue // answered by the router only alone
+		}
+		act, err := c.serveSequences(ctx, st)
+		if err != nil {
+			return sequenceAction{}, err
+		}
+		if act.sql != "" {
+			texts[i], changed = act.sql, true
+		}
+	}
+	if !changed {
+		return sequenceAction{}, nil
+	}
+	return sequenceAction{sql: strings.Join(texts, ";\n")}, nil
+}
+
+// readOnlyTx reports a transaction the client made read-only, where
+// nextval fails (25006): BEGIN READ ONLY, or default_transaction_read_only.
+func (c *clientConn) readOnlyTx() bool {
+	if v, ok := c.settings.get("default_transaction_read_only"); ok {
+		switch strings.ToLower(strings.Trim(v, `'" `)) {
+		case "on", "true", "yes", "1":
+			return true
+		}
+	}
+	return c.tx.active && strings.Contains(strings.ToLower(c.tx.begin), "read only")
+}
