@@ -23,6 +23,7 @@ type schemaCache struct {
 	columns  map[string][]string              // by db, schema, table
 	colls    map[string]planner.TextCollation // by db, schema, table, column
 	routines map[string]*planner.Routines     // by db
+	views    map[string]*planner.Views        // by db
 	// generation counts clears, so that a snapshot read while DDL ran
 	// is not kept after it.
 	generation uint64
@@ -30,7 +31,7 @@ type schemaCache struct {
 
 func newSchemaCache(srv *Server) *schemaCache {
 	return &schemaCache{srv: srv, types: map[string]shardfunc.ColumnType{}, columns: map[string][]string{},
-		colls: map[string]planner.TextCollation{}, routines: map[string]*planner.Routines{}}
+		colls: map[string]planner.TextCollation{}, routines: map[string]*planner.Routines{}, views: map[string]*planner.Views{}}
 }
 
 // Routines returns the database's aggregate and window functions, for
@@ -60,6 +61,43 @@ func (sc *schemaCache) Routines(db string) (*planner.Routines, error) {
 	}
 	sc.mu.Unlock()
 	return r, nil
+}
+
+// Views returns the database's views and materialized views with the
+// relations each one's rules read, for the planner to refuse a view over
+// tables placed elsewhere (planner/views.go).
+func (sc *schemaCache) Views(db string) (*planner.Views, error) {
+	sc.mu.RLock()
+	v, ok := sc.views[db]
+	generation := sc.generation
+	sc.mu.RUnlock()
+	if ok {
+		return v, nil
+	}
+	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT DISTINCT vn.nspname, v.relname, tn.nspname, t.relname
+		FROM pg_catalog.pg_class v
+		JOIN pg_catalog.pg_namespace vn ON vn.oid = v.relnamespace
+		JOIN pg_catalog.pg_rewrite r ON r.ev_class = v.oid
+		JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = r.oid
+			AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+		JOIN pg_catalog.pg_class t ON t.oid = d.refobjid AND t.oid <> v.oid
+		JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace
+		WHERE v.relkind IN ('v', 'm') AND vn.nspname NOT IN ('pg_catalog', 'information_schema')
+			AND tn.nspname NOT IN ('pg_catalog', 'information_schema')`)
+	if err != nil {
+		return nil, err
+	}
+	edges := make([][4]string, len(rows))
+	for i, row := range rows {
+		edges[i] = [4]string{row[0], row[1], row[2], row[3]}
+	}
+	v = planner.NewViews(edges)
+	sc.mu.Lock()
+	if sc.generation == generation {
+		sc.views[db] = v
+	}
+	sc.mu.Unlock()
+	return v, nil
 }
 
 // ColumnNames returns a table's columns in order, for an INSERT without
@@ -164,6 +202,7 @@ func (sc *schemaCache) clear() {
 	sc.columns = map[string][]string{}
 	sc.colls = map[string]planner.TextCollation{}
 	sc.routines = map[string]*planner.Routines{}
+	sc.views = map[string]*planner.Views{}
 	sc.generation++
 	sc.mu.Unlock()
 }

@@ -30,6 +30,9 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 		c.ddl(st, x.CreateStmt.Relation, false)
 	case *pg_query.Node_ViewStmt:
 		c.ddl(st, x.ViewStmt.View, false)
+		if st.Err == nil {
+			st.Err = c.viewReadsElsewhere(x.ViewStmt.View, refs)
+		}
 	case *pg_query.Node_CreateSeqStmt:
 		c.ddl(st, x.CreateSeqStmt.Sequence, false)
 	case *pg_query.Node_IndexStmt:

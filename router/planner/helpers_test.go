@@ -79,6 +79,23 @@ func (s fakeSchema) Routines(db string) (*Routines, error) {
 	return testRoutines, nil
 }
 
+// Views: store.public.all_customers reads customers (sharded), through
+// store.public.v_customers; store.public.eur reads currencies
+// (a reference table on main); app.acct_view reads app.accounts.
+func (s fakeSchema) Views(db string) (*Views, error) {
+	if db != "store" {
+		return NewViews(nil), nil
+	}
+	return testViews, nil
+}
+
+var testViews = NewViews([][4]string{
+	{"public", "v_customers", "public", "customers"},
+	{"public", "all_customers", "public", "v_customers"},
+	{"public", "eur", "public", "currencies"},
+	{"app", "acct_view", "app", "accounts"},
+})
+
 var testRoutines = NewRoutines([][2]string{
 	{"pg_catalog", "count"}, {"pg_catalog", "sum"}, {"pg_catalog", "max"}, {"pg_catalog", "percentile_cont"},
 	{"pg_catalog", "row_number"}, {"pg_catalog", "regr_fancy"},

@@ -30,6 +30,9 @@ type planCtx struct {
 	// afterDDL: an earlier statement of the input is DDL, which the
 	// catalog snapshot cannot have seen (checkCalls).
 	afterDDL bool
+	// views is the database's views snapshot, taken at the first
+	// unlisted relation (views.go).
+	views *Views
 }
 
 // parse is the cache-miss path: it parses the input with pg_query and

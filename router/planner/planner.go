@@ -24,6 +24,10 @@ type Schema interface {
 	// functions. The planner asks for it only on a cache miss of a read
 	// of sharded tables that calls functions.
 	Routines(db string) (*Routines, error)
+	// Views returns a snapshot of the database's views and the tables
+	// they read. The planner asks for it once per cache miss of a
+	// statement naming a relation.
+	Views(db string) (*Views, error)
 }
 
 // Input is one query string to plan and the session state that shapes its

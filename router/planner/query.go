@@ -19,6 +19,11 @@ type query struct {
 
 func (c *planCtx) planQuery(st *Statement, q *query, f *facts) {
 	refs, err := c.resolveTables(f, q.target)
+	for _, r := range refs {
+		if err == nil && !r.catalog {
+			err = c.checkView(r) // views.go
+		}
+	}
 	if err != nil {
 		st.Err = err
 		return

@@ -1,0 +1,94 @@
+package router_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A view over a sharded table exists on every shard and reads only that
+// shard's rows: answered from the shard its name is placed on, it would
+// miss the others' rows. Through the router one cannot be created, and
+// one made directly on the shards (as before a table was resharded) is
+// refused with 0A000 in both protocols, for reads and writes, once the
+// router has seen a schema change. A view over an unsharded table
+// answers as before, and the refused view can still be dropped.
+func TestViewOverShardedTableIsRefused(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	mustExec(t, conn,
+		"CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)",
+		"DROP VIEW IF EXISTS views_all_customers",
+		"DROP VIEW IF EXISTS views_customers",
+		"DROP VIEW IF EXISTS views_plain_v",
+		"DELETE FROM customers WHERE customer_id BETWEEN 7710000 AND 7710099",
+		"CREATE TABLE IF NOT EXISTS views_plain (id int PRIMARY KEY)",
+		"DELETE FROM views_plain",
+		"INSERT INTO views_plain SELECT generate_series(1, 5)",
+	)
+	var values []string
+	for i := range 100 {
+		values = append(values, fmt.Sprintf("(%d, 'v%d')", 7710000+i, i))
+	}
+	mustExec(t, conn, "INSERT INTO customers VALUES "+strings.Join(values, ", "))
+
+	refused := func(sql string, mode pgx.QueryExecMode) {
+		t.Helper()
+		rows, err := conn.Query(ctx, sql, mode)
+		if err == nil {
+			for rows.Next() {
+			}
+			rows.Close()
+			err = rows.Err()
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Message, "view over tables on other shards") {
+			t.Errorf("%s (%v): %v, want 0A000 for a view over tables on other shards", sql, mode, err)
+		}
+	}
+	refused("CREATE VIEW views_customers AS SELECT customer_id, name FROM customers", pgx.QueryExecModeSimpleProtocol)
+
+	// Made directly on every shard, as a view made before customers was
+	// sharded would be; on the customer shards it reads their rows only.
+	for _, shard := range []string{"shard-0", "customer-shard-1", "customer-shard-2"} {
+		d := direct(t, shard, "store")
+		if _, err := d.Exec(ctx, "CREATE VIEW views_customers AS SELECT customer_id, name FROM customers"); err != nil {
+			t.Fatal(shard, err)
+		}
+		if _, err := d.Exec(ctx, "CREATE VIEW views_all_customers AS SELECT * FROM views_customers"); err != nil {
+			t.Fatal(shard, err)
+		}
+	}
+	// DDL through the router makes it read the catalog again.
+	mustExec(t, conn, "CREATE VIEW views_plain_v AS SELECT id FROM views_plain")
+
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		refused("SELECT count(*) FROM views_customers WHERE customer_id BETWEEN 7710000 AND 7710099", mode)
+		refused("SELECT count(*) FROM views_all_customers", mode)
+		refused("UPDATE views_customers SET name = 'w' WHERE customer_id = 7710001", mode)
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM views_plain_v", mode).Scan(&n); err != nil || n != 5 {
+			t.Errorf("a view over an unsharded table (%v): %d, %v; want 5", mode, n, err)
+		}
+	}
+	// What one Postgres holding all the rows answers is 100; the shards'
+	// views together hold them (the refusal is not hiding a loss).
+	total := 0
+	for _, shard := range []string{"customer-shard-1", "customer-shard-2"} {
+		var n int
+		if err := direct(t, shard, "store").QueryRow(ctx,
+			"SELECT count(*) FROM views_customers WHERE customer_id BETWEEN 7710000 AND 7710099").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	if total != 100 {
+		t.Fatalf("the shards' views hold %d rows, want 100", total)
+	}
+	mustExec(t, conn, "DROP VIEW views_all_customers", "DROP VIEW views_customers", "DROP VIEW views_plain_v")
+}
