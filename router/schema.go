@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,6 +99,33 @@ func (sc *schemaCache) Views(db string) (*planner.Views, error) {
 	}
 	sc.mu.Unlock()
 	return v, nil
+}
+
+// UniqueIndexes returns a table's unique indexes and exclusion
+// constraints with their key columns, for the planner to check an ON
+// CONFLICT's arbiters (planner/arbiter.go). Asked only for an INSERT ...
+// ON CONFLICT into a sharded table naming no columns; not cached (the
+// plan is).
+func (sc *schemaCache) UniqueIndexes(db, schema, table string) ([]planner.UniqueIndex, error) {
+	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT ic.relname, COALESCE(con.conname, ''),
+			(SELECT pg_catalog.string_agg(COALESCE(a.attname, ''), chr(31) ORDER BY k.ord)
+			 FROM pg_catalog.unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, ord)
+			 LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum AND k.attnum > 0
+			 WHERE k.ord <= i.indnkeyatts)
+		FROM pg_catalog.pg_index i
+		JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+		JOIN pg_catalog.pg_class c ON c.oid = i.indrelid
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_catalog.pg_constraint con ON con.conindid = i.indexrelid AND con.conrelid = i.indrelid AND con.contype IN ('p', 'u', 'x')
+		WHERE (i.indisunique OR i.indisexclusion) AND n.nspname = `+pgwire.QuoteLiteral(schema)+` AND c.relname = `+pgwire.QuoteLiteral(table))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]planner.UniqueIndex, len(rows))
+	for i, r := range rows {
+		out[i] = planner.UniqueIndex{Name: r[0], Constraint: r[1], Columns: strings.Split(r[2], "\x1f")}
+	}
+	return out, nil
 }
 
 // ColumnNames returns a table's columns in order, for an INSERT without

@@ -89,6 +89,21 @@ func (s fakeSchema) Views(db string) (*Views, error) {
 	return testViews, nil
 }
 
+// UniqueIndexes: customers has its primary key (customer_id); orders
+// its primary key (customer_id, id) and a unique number.
+func (s fakeSchema) UniqueIndexes(db, schema, table string) ([]UniqueIndex, error) {
+	switch db + "." + schema + "." + table {
+	case "store.public.customers":
+		return []UniqueIndex{{Name: "customers_pkey", Constraint: "customers_pkey", Columns: []string{"customer_id"}}}, nil
+	case "store.public.orders":
+		return []UniqueIndex{
+			{Name: "orders_pkey", Constraint: "orders_pkey", Columns: []string{"customer_id", "id"}},
+			{Name: "orders_number_key", Constraint: "orders_number_key", Columns: []string{"number"}},
+		}, nil
+	}
+	return nil, nil
+}
+
 var testViews = NewViews([][4]string{
 	{"public", "v_customers", "public", "customers"},
 	{"public", "all_customers", "public", "v_customers"},

@@ -258,6 +258,9 @@ func (c *planCtx) insertKeys(st *Statement, q *query, target *tableRef) {
 		st.Err = unsupported("INSERT ... SELECT into sharded table %s is not supported yet", name)
 	default:
 		st.Err = checkSets(q.sets, target)
+		if st.Err == nil {
+			st.Err = c.checkArbiter(ins.OnConflictClause, target) // arbiter.go
+		}
 	}
 	if st.Err != nil {
 		return

@@ -28,6 +28,10 @@ type Schema interface {
 	// they read. The planner asks for it once per cache miss of a
 	// statement naming a relation.
 	Views(db string) (*Views, error)
+	// UniqueIndexes returns a table's unique indexes and exclusion
+	// constraints (arbiter.go). The planner asks only for an INSERT ...
+	// ON CONFLICT into a sharded table without a list of columns.
+	UniqueIndexes(db, schema, table string) ([]UniqueIndex, error)
 }
 
 // Input is one query string to plan and the session state that shapes its
