@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ type schemaCache struct {
 	types    map[string]shardfunc.ColumnType
 	columns  map[string][]string              // by db, schema, table
 	colls    map[string]planner.TextCollation // by db, schema, table, column
+	typmods  map[string]int32                 // by db, schema, table, column
 	routines map[string]*planner.Routines     // by db
 	views    map[string]*planner.Views        // by db
 	// generation counts clears, so that a snapshot read while DDL ran
@@ -32,7 +34,7 @@ type schemaCache struct {
 
 func newSchemaCache(srv *Server) *schemaCache {
 	return &schemaCache{srv: srv, types: map[string]shardfunc.ColumnType{}, columns: map[string][]string{},
-		colls: map[string]planner.TextCollation{}, routines: map[string]*planner.Routines{}, views: map[string]*planner.Views{}}
+		colls: map[string]planner.TextCollation{}, typmods: map[string]int32{}, routines: map[string]*planner.Routines{}, views: map[string]*planner.Views{}}
 }
 
 // Routines returns the database's aggregate and window functions, for
@@ -126,6 +128,36 @@ func (sc *schemaCache) UniqueIndexes(db, schema, table string) ([]planner.Unique
 		out[i] = planner.UniqueIndex{Name: r[0], Constraint: r[1], Columns: strings.Split(r[2], "\x1f")}
 	}
 	return out, nil
+}
+
+// ColumnTypmod returns a column's type modifier (atttypmod: -1 for none),
+// for the planner to tell numeric(15,2) from an unconstrained numeric.
+func (sc *schemaCache) ColumnTypmod(db, schema, table, column string) (int32, error) {
+	key := db + "\x00" + schema + "\x00" + table + "\x00" + column
+	sc.mu.RLock()
+	mod, ok := sc.typmods[key]
+	sc.mu.RUnlock()
+	if ok {
+		return mod, nil
+	}
+	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT a.atttypmod
+		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = `+pgwire.QuoteLiteral(schema)+` AND c.relname = `+pgwire.QuoteLiteral(table)+` AND a.attname = `+pgwire.QuoteLiteral(column)+` AND NOT a.attisdropped`)
+	if err != nil {
+		return 0, err
+	}
+	if len(rows) != 1 {
+		return 0, pgerr.New("42703", "column %q of relation %s.%s does not exist", column, schema, table)
+	}
+	n, err := strconv.ParseInt(rows[0][0], 10, 32)
+	if err != nil {
+		return 0, err
+	}
+	sc.mu.Lock()
+	sc.typmods[key] = int32(n)
+	sc.mu.Unlock()
+	return int32(n), nil
 }
 
 // ColumnNames returns a table's columns in order, for an INSERT without
@@ -229,6 +261,7 @@ func (sc *schemaCache) clear() {
 	sc.types = map[string]shardfunc.ColumnType{}
 	sc.columns = map[string][]string{}
 	sc.colls = map[string]planner.TextCollation{}
+	sc.typmods = map[string]int32{}
 	sc.routines = map[string]*planner.Routines{}
 	sc.views = map[string]*planner.Views{}
 	sc.generation++

@@ -19,12 +19,12 @@ import (
 // else keeps the refusal.
 
 // alikeWhenEqual are the column types whose equal values are written
-// alike (text and varchar under a deterministic collation). Numeric is
-// let through: a column with a scale in its type (numeric(15,2)) holds
-// every value at that scale; an unconstrained numeric column holding 1.0
-// and 1.00 is the known gap (checking the column's typmod is planned).
-// Types the planner does not know (citext, float8, jsonb, enums,
-// arrays) are not.
+// alike (text and varchar under a deterministic collation; numeric only
+// with a scale in its type, numeric(15,2), which holds every value at
+// that scale, where an unconstrained column may hold 1.0 and 1.00: see
+// numericScaleFixed). Types the planner does not know (citext, float8,
+// jsonb, enums, arrays) are not. Expressions over such columns are
+// deterministic functions of their bytes, so alike too.
 func alikeWhenEqual(t shardfunc.ColumnType) bool {
 	switch t {
 	case shardfunc.Int2, shardfunc.Int4, shardfunc.Int8, shardfunc.Bool, shardfunc.Text, shardfunc.Varchar,
@@ -54,11 +54,11 @@ func (c *planCtx) keepsOneOfEqual(sel *pg_query.SelectStmt, refs []*tableRef) bo
 		switch x := m.(type) {
 		case *pg_query.SelectStmt:
 			for _, g := range x.GroupClause {
-				check(g)
+				check(groupItem(g, x.TargetList))
 			}
 			if len(x.DistinctClause) > 0 {
 				for _, d := range x.DistinctClause {
-					check(d) // DISTINCT ON's expressions
+					check(groupItem(d, x.TargetList)) // DISTINCT ON's expressions
 				}
 				for _, t := range x.TargetList {
 					check(t.GetResTarget().GetVal())
@@ -121,9 +121,57 @@ func (c *planCtx) columnAlike(cr *pg_query.ColumnRef, refs []*tableRef) bool {
 		if err != nil || !alikeWhenEqual(t) {
 			return false
 		}
+		if t == shardfunc.Numeric && !c.numericScaleFixed(r.name, name) {
+			return false
+		}
 		if coll, ok := c.textCollation(r, name, t); ok && coll.Nondeterministic {
 			return false
 		}
 	}
 	return true
+}
+
+// typmodSchema is what a Schema may also answer: a column's type
+// modifier (pg_attribute.atttypmod, -1 for none). A Schema that does not
+// answer has no numeric column with a fixed scale.
+type typmodSchema interface {
+	ColumnTypmod(db, schema, table, column string) (int32, error)
+}
+
+// numericScaleFixed reports whether a numeric column's type fixes its
+// scale (numeric(p,s)), so that equal values are stored alike.
+func (c *planCtx) numericScaleFixed(n TableName, column string) bool {
+	ts, ok := c.schema.(typmodSchema)
+	if !ok {
+		return false
+	}
+	mod, err := ts.ColumnTypmod(n.Database, n.Schema, n.Table, column)
+	if err != nil {
+		c.noCache = true
+		return false
+	}
+	return mod >= 0
+}
+
+// groupItem is what a GROUP BY or DISTINCT ON item names: the output
+// column of a position (GROUP BY 1) or of an output name no table column
+// shadows as far as the planner can tell (GROUP BY c1, a bare name equal
+// to an alias), as well as the item itself; or the item.
+func groupItem(item *pg_query.Node, targets []*pg_query.Node) *pg_query.Node {
+	if a := item.GetAConst(); a != nil {
+		if i, ok := a.Val.(*pg_query.A_Const_Ival); ok && i.Ival.Ival >= 1 && int(i.Ival.Ival) <= len(targets) {
+			return targets[i.Ival.Ival-1].GetResTarget().GetVal()
+		}
+		return item
+	}
+	if cr := item.GetColumnRef(); cr != nil && len(cr.Fields) == 1 {
+		name := cr.Fields[0].GetString_().GetSval()
+		for _, t := range targets {
+			if rt := t.GetResTarget(); rt.GetName() == name && name != "" {
+				// Both: Postgres takes a table column of that name first.
+				return &pg_query.Node{Node: &pg_query.Node_List{List: &pg_query.List{Items: []*pg_query.Node{item, rt.GetVal()}}}}
+			}
+		}
+	}
+	return item
 }

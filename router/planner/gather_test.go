@@ -13,16 +13,51 @@ type gatherSchema struct{ fakeSchema }
 
 func (s gatherSchema) ColumnNames(db, schema, table string) ([]string, error) {
 	if db+"."+schema+"."+table == "store.public.orders" {
-		return []string{"order_id", "customer_id", "note", "total", "weight"}, nil
+		return []string{"order_id", "customer_id", "note", "total", "weight", "amount"}, nil
 	}
 	return s.fakeSchema.ColumnNames(db, schema, table)
 }
 
 func (s gatherSchema) ColumnType(db, schema, table, column string) (shardfunc.ColumnType, error) {
-	if db+"."+schema+"."+table == "store.public.orders" && column == "total" {
+	if db+"."+schema+"."+table == "store.public.orders" && (column == "total" || column == "amount") {
 		return shardfunc.Numeric, nil
 	}
 	return s.fakeSchema.ColumnType(db, schema, table, column)
+}
+
+// ColumnTypmod: orders.total is numeric(12,2), orders.amount an
+// unconstrained numeric.
+func (s gatherSchema) ColumnTypmod(db, schema, table, column string) (int32, error) {
+	if db+"."+schema+"."+table == "store.public.orders" && column == "total" {
+		return 12<<16 | 2 + 4, nil
+	}
+	return -1, nil
+}
+
+// Where Postgres keeps one of several equal values, a gather (reading the
+// rows in another order) could show another: a numeric column of a fixed
+// scale writes equal values alike and is gathered; an unconstrained one
+// may hold 1.0 and 1.00 and keeps the refusal.
+func TestGatherNeedsEqualValuesWrittenAlike(t *testing.T) {
+	for _, c := range []struct {
+		sql      string
+		gathered bool
+	}{
+		{"SELECT DISTINCT o.total FROM orders o JOIN customers c ON o.note = c.name", true},
+		{"SELECT o.total, count(*) FROM orders o JOIN customers c ON o.note = c.name GROUP BY o.total", true},
+		{"SELECT DISTINCT o.amount FROM orders o JOIN customers c ON o.note = c.name", false},
+		{"SELECT o.amount, count(*) FROM orders o JOIN customers c ON o.note = c.name GROUP BY 1", false},
+		{"SELECT o.amount AS a, count(*) FROM orders o JOIN customers c ON o.note = c.name GROUP BY a", false},
+		{"SELECT DISTINCT ON (1) o.amount, o.note FROM orders o JOIN customers c ON o.note = c.name ORDER BY 1, 2", false},
+		{"SELECT o.total AS a, count(*) FROM orders o JOIN customers c ON o.note = c.name GROUP BY a", true},
+		{"SELECT max(o.amount) FROM orders o JOIN customers c ON o.note = c.name", false},
+		{"SELECT sum(o.amount) FROM orders o JOIN customers c ON o.note = c.name", true}, // a sum's scale is the inputs' greatest
+	} {
+		st := planGathered(t, c.sql)
+		if gathered := st.Err == nil && st.Route == Gathered; gathered != c.gathered {
+			t.Errorf("%s: route %v, err %v; want gathered %v", c.sql, st.Route, st.Err, c.gathered)
+		}
+	}
 }
 
 func planGathered(t *testing.T, sql string) *Statement {
