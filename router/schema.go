@@ -27,6 +27,7 @@ type schemaCache struct {
 	typmods  map[string]int32                 // by db, schema, table, column
 	routines map[string]*planner.Routines     // by db
 	views    map[string]*planner.Views        // by db
+	funcs    map[string]*planner.Functions    // by db
 	// generation counts clears, so that a snapshot read while DDL ran
 	// is not kept after it.
 	generation uint64
@@ -34,7 +35,7 @@ type schemaCache struct {
 
 func newSchemaCache(srv *Server) *schemaCache {
 	return &schemaCache{srv: srv, types: map[string]shardfunc.ColumnType{}, columns: map[string][]string{},
-		colls: map[string]planner.TextCollation{}, typmods: map[string]int32{}, routines: map[string]*planner.Routines{}, views: map[string]*planner.Views{}}
+		colls: map[string]planner.TextCollation{}, typmods: map[string]int32{}, routines: map[string]*planner.Routines{}, views: map[string]*planner.Views{}, funcs: map[string]*planner.Functions{}}
 }
 
 // Routines returns the database's aggregate and window functions, for
@@ -160,6 +161,52 @@ func (sc *schemaCache) ColumnTypmod(db, schema, table, column string) (int32, er
 	return int32(n), nil
 }
 
+// Functions returns the database's SQL and PL/pgSQL functions (those of
+// extensions aside) with the statements of their bodies, for the planner
+// to refuse a call of one that reads tables on other shards
+// (planner/functions.go).
+func (sc *schemaCache) Functions(db string) (*planner.Functions, error) {
+	sc.mu.RLock()
+	f, ok := sc.funcs[db]
+	generation := sc.generation
+	sc.mu.RUnlock()
+	if ok {
+		return f, nil
+	}
+	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT n.nspname, p.proname, l.lanname, p.prosrc,
+			CASE WHEN l.lanname = 'plpgsql' OR p.prosqlbody IS NOT NULL THEN pg_catalog.pg_get_functiondef(p.oid) ELSE '' END
+		FROM pg_catalog.pg_proc p
+		JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+		JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+		WHERE l.lanname IN ('sql', 'plpgsql') AND p.prokind IN ('f', 'p')
+			AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+			AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+				WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid AND d.deptype = 'e')`)
+	if err != nil {
+		return nil, err
+	}
+	bodies := make([]planner.FunctionBody, 0, len(rows))
+	for _, r := range rows {
+		b := planner.FunctionBody{Schema: r[0], Name: r[1]}
+		switch {
+		case r[2] == "plpgsql":
+			b.SQL = planner.PLpgSQLStatements(r[4])
+		case r[4] != "":
+			b.SQL = []string{r[4]} // BEGIN ATOMIC: the whole CREATE FUNCTION parses
+		default:
+			b.SQL = []string{r[3]}
+		}
+		bodies = append(bodies, b)
+	}
+	f = planner.NewFunctions(bodies)
+	sc.mu.Lock()
+	if sc.generation == generation {
+		sc.funcs[db] = f
+	}
+	sc.mu.Unlock()
+	return f, nil
+}
+
 // ColumnNames returns a table's columns in order, for an INSERT without
 // a column list.
 func (sc *schemaCache) ColumnNames(db, schema, table string) ([]string, error) {
@@ -264,6 +311,7 @@ func (sc *schemaCache) clear() {
 	sc.typmods = map[string]int32{}
 	sc.routines = map[string]*planner.Routines{}
 	sc.views = map[string]*planner.Views{}
+	sc.funcs = map[string]*planner.Functions{}
 	sc.generation++
 	sc.mu.Unlock()
 }

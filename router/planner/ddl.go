@@ -25,6 +25,9 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 		refs, err = c.namedRelations(cs.Objtype, []*pg_query.Node{cs.Object}, refs)
 	}
 	st.Tables, st.Err = tableNames(refs), err
+	if n.GetCallStmt() != nil {
+		c.checkFunctions(st, f) // a procedure's body: functions.go
+	}
 	switch x := n.GetNode().(type) {
 	case *pg_query.Node_CreateStmt:
 		c.ddl(st, x.CreateStmt.Relation, false)

@@ -104,6 +104,29 @@ func (s fakeSchema) UniqueIndexes(db, schema, table string) ([]UniqueIndex, erro
 	return nil, nil
 }
 
+// Functions: n_customers counts customers (sharded); via_view reads
+// it through n_customers; n_currencies reads a reference table; its
+// PL/pgSQL twin reads customers.
+func (s fakeSchema) Functions(db string) (*Functions, error) {
+	if db != "store" {
+		return NewFunctions(nil), nil
+	}
+	return testFunctions, nil
+}
+
+var testFunctions = NewFunctions([]FunctionBody{
+	{Schema: "public", Name: "n_customers", SQL: []string{"SELECT count(*) FROM customers"}},
+	{Schema: "public", Name: "via_other", SQL: []string{"SELECT n_customers() + 1"}},
+	{Schema: "public", Name: "n_currencies", SQL: []string{"SELECT count(*) FROM public.currencies"}},
+	{Schema: "public", Name: "n_local", SQL: []string{"WITH customers AS (SELECT 1) SELECT count(*) FROM customers"}},
+	{Schema: "public", Name: "plp_count", SQL: PLpgSQLStatements(`CREATE FUNCTION public.plp_count() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+  SELECT count(*) INTO n FROM customers;
+  RETURN n;
+END $$`)},
+})
+
 var testViews = NewViews([][4]string{
 	{"public", "v_customers", "public", "customers"},
 	{"public", "all_customers", "public", "v_customers"},

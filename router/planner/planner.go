@@ -32,6 +32,11 @@ type Schema interface {
 	// constraints (arbiter.go). The planner asks only for an INSERT ...
 	// ON CONFLICT into a sharded table without a list of columns.
 	UniqueIndexes(db, schema, table string) ([]UniqueIndex, error)
+	// Functions returns a snapshot of the database's SQL and PL/pgSQL
+	// functions and what their bodies read (functions.go). The planner
+	// asks for it on a cache miss of a statement calling a function it
+	// does not know.
+	Functions(db string) (*Functions, error)
 }
 
 // Input is one query string to plan and the session state that shapes its

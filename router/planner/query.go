@@ -33,6 +33,7 @@ func (c *planCtx) planQuery(st *Statement, q *query, f *facts) {
 	if q.read {
 		c.planGather(st, q, refs, f) // gather.go
 	}
+	c.checkFunctions(st, f) // functions.go
 }
 
 // place chooses the route of a query from the placements of its tables.

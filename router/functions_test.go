@@ -1,0 +1,65 @@
+package router_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A function runs on the shard its statement goes to and reads that
+// shard's rows: `SELECT fn_customers()`, counting the sharded customers,
+// would go to the authoritative shard, which holds none of them, and
+// answer 0. It is refused with 0A000 in both protocols (in SQL and in
+// PL/pgSQL, and through another function), with the bodies read from the
+// real catalog; a function over an unsharded table answers as Postgres.
+func TestFunctionReadingShardedTableIsRefused(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	mustExec(t, conn,
+		"CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)",
+		"DELETE FROM customers WHERE customer_id BETWEEN 7720000 AND 7720099",
+		"CREATE TABLE IF NOT EXISTS fn_plain (id int PRIMARY KEY)",
+		"DELETE FROM fn_plain",
+		"INSERT INTO fn_plain SELECT generate_series(1, 7)",
+		"CREATE OR REPLACE FUNCTION fn_customers() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM customers WHERE customer_id BETWEEN 7720000 AND 7720099'",
+		"CREATE OR REPLACE FUNCTION fn_outer() RETURNS bigint LANGUAGE sql AS 'SELECT fn_customers()'",
+		`CREATE OR REPLACE FUNCTION fn_plp() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+  SELECT count(*) INTO n FROM customers;
+  RETURN n;
+END $$`,
+		"CREATE OR REPLACE FUNCTION fn_plain_count() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM fn_plain'",
+	)
+	t.Cleanup(func() {
+		mustExec(t, connect(t, "store"), "DROP FUNCTION IF EXISTS fn_outer()", "DROP FUNCTION IF EXISTS fn_customers()",
+			"DROP FUNCTION IF EXISTS fn_plp()", "DROP FUNCTION IF EXISTS fn_plain_count()",
+			"DELETE FROM customers WHERE customer_id BETWEEN 7720000 AND 7720099")
+	})
+	var values []string
+	for i := range 100 {
+		values = append(values, fmt.Sprintf("(%d, 'f%d')", 7720000+i, i))
+	}
+	mustExec(t, conn, "INSERT INTO customers VALUES "+strings.Join(values, ", "))
+
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		for _, sql := range []string{"SELECT fn_customers()", "SELECT fn_outer()", "SELECT fn_plp()",
+			"SELECT name FROM customers WHERE customer_id = 7720001 AND fn_customers() > 0"} {
+			var n int64
+			err := conn.QueryRow(ctx, sql, mode).Scan(&n)
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Message, "a function that reads tables on other shards") {
+				t.Errorf("%s (%v): %d, %v; want 0A000 (one Postgres answers 100)", sql, mode, n, err)
+			}
+		}
+		var n int64
+		if err := conn.QueryRow(ctx, "SELECT fn_plain_count()", mode).Scan(&n); err != nil || n != 7 {
+			t.Errorf("a function over an unsharded table (%v): %d, %v; want 7", mode, n, err)
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package planner
+
+import (
+	"encoding/json"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tesseradb/tessera/topo"
+)
+
+// A user's function runs on the shard its statement goes to, and reads
+// that shard's rows only: `SELECT n_customers()` (a SQL function counting
+// a sharded table) goes to the authoritative shard, which holds none of
+// the table's rows. The planner therefore refuses a statement calling a
+// function whose body reads (directly or through the functions it calls)
+// a table with rows on any shard but the one the statement runs on. It
+// reads the bodies of SQL and PL/pgSQL functions; what it cannot read (a
+// dynamic EXECUTE, other languages) is let through: the known gap
+// (docs/router.md).
+
+// Functions is a snapshot of one database's functions written in SQL or
+// PL/pgSQL (outside pg_catalog, information_schema and extensions), and
+// what each reads, as the router read their bodies.
+type Functions struct {
+	byName map[string][]*function // lower-case name
+}
+
+type function struct {
+	schema string
+	// tables are the relations its body names, as (schema or "", name):
+	// an unqualified one resolves by the caller's search path.
+	tables [][2]string
+	calls  []string // lower-case names of the functions it calls
+}
+
+// FunctionBody is one function as the catalog gives it: SQL is the text
+// of its body's statements (each parsed on its own).
+type FunctionBody struct {
+	Schema, Name string
+	SQL          []string
+}
+
+// NewFunctions builds a snapshot from the functions' bodies; a body that
+// does not parse names nothing.
+func NewFunctions(bodies []FunctionBody) *Functions {
+	fs := &Functions{byName: map[string][]*function{}}
+	for _, b := range bodies {
+		fn := &function{schema: strings.ToLower(b.Schema)}
+		for _, sql := range b.SQL {
+			fn.read(sql)
+		}
+		name := strings.ToLower(b.Name)
+		fs.byName[name] = append(fs.byName[name], fn)
+	}
+	return fs
+}
+
+// read adds the relations and calls of one statement or expression.
+func (fn *function) read(sql string) {
+	tree, err := pg_query.Parse(sql)
+	if err != nil {
+		if tree, err = pg_query.Parse("SELECT " + sql); err != nil {
+			return
+		}
+	}
+	// WITH names hide tables of those names (as in resolveTables).
+	ctes := map[string]bool{}
+	for _, raw := range tree.Stmts {
+		walk(raw.Stmt.ProtoReflect(), func(m proto.Message) bool {
+			if x, ok := m.(*pg_query.CommonTableExpr); ok {
+				ctes[x.Ctename] = true
+			}
+			return true
+		})
+	}
+	for _, raw := range tree.Stmts {
+		walk(raw.Stmt.ProtoReflect(), func(m proto.Message) bool {
+			switch x := m.(type) {
+			case *pg_query.RangeVar:
+				if x.Schemaname != "" || !ctes[x.Relname] {
+					fn.tables = append(fn.tables, [2]string{x.Schemaname, x.Relname})
+				}
+			case *pg_query.FuncCall:
+				fn.calls = append(fn.calls, funcName(x))
+			}
+			return true
+		})
+	}
+}
+
+// checkFunctions refuses st if a function the statement calls reads a
+// table whose rows live on a shard the statement does not run on.
+func (c *planCtx) checkFunctions(st *Statement, f *facts) {
+	if !f.opaqueCall || st.Err != nil || len(f.calls) == 0 || len(c.top.Shards()) == 1 {
+		return
+	}
+	fs, err := c.schema.Functions(c.in.Database)
+	if err != nil {
+		c.noCache = true
+		st.Err = err
+		return
+	}
+	if len(fs.byName) == 0 {
+		return
+	}
+	runsOn := st.Targets
+	if st.Route == Gathered {
+		runsOn = []string{c.top.AuthoritativeShard()}
+	}
+	seen := map[string]bool{}
+	var visit func(name, schema string) error
+	visit = func(name, schema string) error {
+		for _, fn := range fs.byName[name] {
+			if schema != "" && fn.schema != schema || seen[fn.schema+"."+name] {
+				continue
+			}
+			seen[fn.schema+"."+name] = true
+			for _, t := range fn.tables {
+				if t[0] == "pg_catalog" || t[0] == "information_schema" || t[0] == "" && strings.HasPrefix(t[1], "pg_") {
+					continue
+				}
+				s := t[0]
+				if s == "" {
+					s = c.searchSchema(t[1])
+				}
+				if !heldWithin(c.top.Resolve(c.in.Database, s, t[1]), runsOn) {
+					return unsupported("a function that reads tables on other shards is not supported yet: %s.%s reads %s.%s",
+						fn.schema, name, s, t[1])
+				}
+			}
+			for _, call := range fn.calls {
+				if err := visit(call, ""); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for _, fc := range f.calls {
+		schema := ""
+		if n := len(fc.Funcname); n > 1 {
+			schema = strings.ToLower(fc.Funcname[n-2].GetString_().GetSval())
+		}
+		if err := visit(funcName(fc), schema); err != nil {
+			st.Err = err
+			return
+		}
+	}
+}
+
+// heldWithin reports whether every shard of runsOn holds all the rows of
+// a table placed by p: a copy of a reference table, or the one shard of a
+// single-shard group that is all of runsOn.
+func heldWithin(p *topo.Placement, runsOn []string) bool {
+	if p == nil || len(runsOn) == 0 {
+		return false
+	}
+	if p.IsReference() {
+		for _, s := range runsOn {
+			held := false
+			for _, g := range p.ReferenceGroups {
+				held = held || contains(g.Shards(), s)
+			}
+			if !held {
+				return false
+			}
+		}
+		return true
+	}
+	shards := p.Group.Shards()
+	return len(shards) == 1 && len(runsOn) == 1 && shards[0] == runsOn[0]
+}
+
+// PLpgSQLStatements returns the SQL statements and expressions of a
+// PL/pgSQL function's body, given its CREATE FUNCTION text
+// (pg_get_functiondef): what the body names is in them. A dynamic
+// EXECUTE's text is a value the parser cannot see.
+func PLpgSQLStatements(def string) []string {
+	js, err := pg_query.ParsePlPgSqlToJSON(def)
+	if err != nil {
+		return nil
+	}
+	var tree any
+	if err := json.Unmarshal([]byte(js), &tree); err != nil {
+		return nil
+	}
+	var out []string
+	var visit func(any)
+	visit = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if s, ok := e.(string); ok && k == "query" {
+					out = append(out, s)
+				} else {
+					visit(e)
+				}
+			}
+		case []any:
+			for _, e := range x {
+				visit(e)
+			}
+		}
+	}
+	visit(tree)
+	return out
+}

@@ -1,0 +1,55 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+)
+
+// A user's function runs where its statement runs and reads that shard's
+// rows: a call of one that reads a sharded table (directly, through
+// another function, or in PL/pgSQL) is refused unless the statement runs
+// on one shard holding all it reads; one reading a reference table held
+// there, or a CTE of its own name, is planned as before.
+func TestFunctionsReadingTablesElsewhere(t *testing.T) {
+	top := parseTopology(t, referenceTopology)
+	for _, c := range []struct {
+		sql     string
+		refused bool
+	}{
+		{"SELECT n_customers()", true},
+		{"SELECT public.n_customers()", true},
+		{"SELECT via_other()", true},
+		{"SELECT plp_count()", true},
+		{"SELECT n_customers() FROM customers WHERE customer_id = 42", true}, // its group has two shards
+		{"SELECT count(*) FROM customers WHERE name = 'x' AND n_customers() > 0", true},
+		{"CALL n_customers()", true},
+		{"SELECT n_currencies()", false}, // a copy on shard-0
+		{"SELECT n_local()", false},
+		{"SELECT app.n_customers()", false}, // no such function in app
+		{"SELECT lower('X')", false},
+	} {
+		st := planOne(t, New(0), top, store(c.sql))
+		refused := errCode(st.Err) == "0A000"
+		if refused != c.refused {
+			t.Errorf("%s: err %v, want refused %v", c.sql, st.Err, c.refused)
+		}
+		if refused && !strings.Contains(st.Err.Error(), "a function that reads tables on other shards") {
+			t.Errorf("%s: %v, want the function's reason", c.sql, st.Err)
+		}
+	}
+}
+
+func TestPLpgSQLStatements(t *testing.T) {
+	got := PLpgSQLStatements(`CREATE FUNCTION f(x int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  IF x > 0 THEN RETURN (SELECT count(*) FROM a); END IF;
+  UPDATE b SET v = x;
+  RETURN 0;
+END $$`)
+	joined := strings.Join(got, " | ")
+	for _, want := range []string{"x > 0", "FROM a", "UPDATE b SET v = x"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("statements %q lack %q", joined, want)
+		}
+	}
+}
