@@ -63,3 +63,52 @@ END $$`,
 		}
 	}
 }
+
+// An audit trigger on a sharded table, writing to an unsharded log,
+// would write each log row into the copy of the log on the shard of the
+// row written, where reads of the log (on the authoritative shard) never
+// see it. Such writes are refused with 0A000, with the trigger and its
+// function read from the real catalog; without the trigger they work.
+func TestTriggerWritingElsewhereIsRefused(t *testing.T) {
+	ctx := context.Background()
+	snap, err := cluster.Store().GetTopology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := snap.Topology
+	conn := connect(t, "store")
+	mustExec(t, conn, "DROP TABLE IF EXISTS trig_users", "DROP TABLE IF EXISTS trig_log",
+		"CREATE TABLE trig_users (customer_id bigint PRIMARY KEY, name text)",
+		"CREATE TABLE trig_log (customer_id bigint)",
+		`CREATE OR REPLACE FUNCTION trig_note() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO trig_log VALUES (NEW.customer_id);
+  RETURN NEW;
+END $$`,
+		"CREATE TRIGGER trig_users_note AFTER INSERT OR UPDATE ON trig_users FOR EACH ROW EXECUTE FUNCTION trig_note()")
+	t.Cleanup(func() {
+		applyTopology(t, base)
+		mustExec(t, connect(t, "store"), "DROP TABLE IF EXISTS trig_users", "DROP TABLE IF EXISTS trig_log",
+			"DROP FUNCTION IF EXISTS trig_note()")
+	})
+	applyTopology(t, withTableInCustomerData(t, base, "trig_users"))
+
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		for _, sql := range []string{"INSERT INTO trig_users VALUES (42, 'a')", "UPDATE trig_users SET name = 'b' WHERE customer_id = 42"} {
+			_, err := conn.Exec(ctx, sql, mode)
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Message, "trigger function") {
+				t.Errorf("%s (%v): %v, want 0A000 for a trigger writing elsewhere", sql, mode, err)
+			}
+		}
+	}
+	// Without the refusal the log rows land in the customer shards'
+	// copies of trig_log, which no read through the router sees.
+	for _, shard := range []string{"shard-0", "customer-shard-1", "customer-shard-2"} {
+		var logged int
+		if err := direct(t, shard, "store").QueryRow(ctx, "SELECT count(*) FROM trig_log").Scan(&logged); err != nil || logged != 0 {
+			t.Errorf("trig_log on %s: %d rows, %v; want 0 (nothing was written)", shard, logged, err)
+		}
+	}
+	mustExec(t, conn, "DROP TRIGGER trig_users_note ON trig_users", "INSERT INTO trig_users VALUES (42, 'a'), (1, 'b')")
+}

@@ -162,8 +162,9 @@ func (sc *schemaCache) ColumnTypmod(db, schema, table, column string) (int32, er
 }
 
 // Functions returns the database's SQL and PL/pgSQL functions (those of
-// extensions aside) with the statements of their bodies, for the planner
-// to refuse a call of one that reads tables on other shards
+// extensions aside) with the statements of their bodies, and its
+// triggers, for the planner to refuse a call of a function, or a write
+// firing a trigger, that reads tables on other shards
 // (planner/functions.go).
 func (sc *schemaCache) Functions(db string) (*planner.Functions, error) {
 	sc.mu.RLock()
@@ -198,7 +199,21 @@ func (sc *schemaCache) Functions(db string) (*planner.Functions, error) {
 		}
 		bodies = append(bodies, b)
 	}
-	f = planner.NewFunctions(bodies)
+	rows, err = sc.srv.adminQuery(context.Background(), db, `SELECT n.nspname, c.relname, fn.nspname, p.proname
+		FROM pg_catalog.pg_trigger tg
+		JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_catalog.pg_proc p ON p.oid = tg.tgfoid
+		JOIN pg_catalog.pg_namespace fn ON fn.oid = p.pronamespace
+		WHERE NOT tg.tgisinternal`)
+	if err != nil {
+		return nil, err
+	}
+	triggers := make([]planner.Trigger, len(rows))
+	for i, r := range rows {
+		triggers[i] = planner.Trigger{TableSchema: r[0], Table: r[1], FuncSchema: r[2], Func: r[3]}
+	}
+	f = planner.NewFunctions(bodies, triggers)
 	sc.mu.Lock()
 	if sc.generation == generation {
 		sc.funcs[db] = f

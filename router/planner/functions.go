@@ -25,6 +25,9 @@ import (
 // what each reads, as the router read their bodies.
 type Functions struct {
 	byName map[string][]*function // lower-case name
+	// triggers: (schema, table) -> (schema, name) of each trigger's
+	// function.
+	triggers map[[2]string][][2]string
 }
 
 type function struct {
@@ -42,10 +45,19 @@ type FunctionBody struct {
 	SQL          []string
 }
 
-// NewFunctions builds a snapshot from the functions' bodies; a body that
-// does not parse names nothing.
-func NewFunctions(bodies []FunctionBody) *Functions {
-	fs := &Functions{byName: map[string][]*function{}}
+// Trigger is a trigger's table and function.
+type Trigger struct {
+	TableSchema, Table, FuncSchema, Func string
+}
+
+// NewFunctions builds a snapshot from the functions' bodies and the
+// triggers; a body that does not parse names nothing.
+func NewFunctions(bodies []FunctionBody, triggers []Trigger) *Functions {
+	fs := &Functions{byName: map[string][]*function{}, triggers: map[[2]string][][2]string{}}
+	for _, tg := range triggers {
+		k := [2]string{tg.TableSchema, tg.Table}
+		fs.triggers[k] = append(fs.triggers[k], [2]string{strings.ToLower(tg.FuncSchema), strings.ToLower(tg.Func)})
+	}
 	for _, b := range bodies {
 		fn := &function{schema: strings.ToLower(b.Schema)}
 		for _, sql := range b.SQL {
@@ -96,58 +108,91 @@ func (c *planCtx) checkFunctions(st *Statement, f *facts) {
 	if !f.opaqueCall || st.Err != nil || len(f.calls) == 0 || len(c.top.Shards()) == 1 {
 		return
 	}
-	fs, err := c.schema.Functions(c.in.Database)
+	fs, err := c.functions()
 	if err != nil {
-		c.noCache = true
 		st.Err = err
-		return
-	}
-	if len(fs.byName) == 0 {
 		return
 	}
 	runsOn := st.Targets
 	if st.Route == Gathered {
 		runsOn = []string{c.top.AuthoritativeShard()}
 	}
+	held := func(p *topo.Placement) bool { return heldWithin(p, runsOn) }
 	seen := map[string]bool{}
-	var visit func(name, schema string) error
-	visit = func(name, schema string) error {
-		for _, fn := range fs.byName[name] {
-			if schema != "" && fn.schema != schema || seen[fn.schema+"."+name] {
-				continue
-			}
-			seen[fn.schema+"."+name] = true
-			for _, t := range fn.tables {
-				if t[0] == "pg_catalog" || t[0] == "information_schema" || t[0] == "" && strings.HasPrefix(t[1], "pg_") {
-					continue
-				}
-				s := t[0]
-				if s == "" {
-					s = c.searchSchema(t[1])
-				}
-				if !heldWithin(c.top.Resolve(c.in.Database, s, t[1]), runsOn) {
-					return unsupported("a function that reads tables on other shards is not supported yet: %s.%s reads %s.%s",
-						fn.schema, name, s, t[1])
-				}
-			}
-			for _, call := range fn.calls {
-				if err := visit(call, ""); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
 	for _, fc := range f.calls {
 		schema := ""
 		if n := len(fc.Funcname); n > 1 {
 			schema = strings.ToLower(fc.Funcname[n-2].GetString_().GetSval())
 		}
-		if err := visit(funcName(fc), schema); err != nil {
-			st.Err = err
+		if fn, table := c.readsElsewhere(fs, funcName(fc), schema, held, seen); fn != "" {
+			st.Err = unsupported("a function that reads tables on other shards is not supported yet: %s reads %s", fn, table)
 			return
 		}
 	}
+}
+
+// checkTriggers refuses a write to target if a trigger on it runs a
+// function that reads or writes a table not placed with target: the
+// trigger runs on the target row's shard, and would write (an audit row,
+// a counter) into that shard's copy of a table whose rows live
+// elsewhere, or read a part of one.
+func (c *planCtx) checkTriggers(st *Statement, target *tableRef) {
+	if st.Err != nil || target == nil || target.catalog || len(c.top.Shards()) == 1 {
+		return
+	}
+	fs, err := c.functions()
+	if err != nil {
+		st.Err = err
+		return
+	}
+	placed := func(p *topo.Placement) bool { return placedWith(p, target.place) }
+	seen := map[string]bool{}
+	for _, tf := range fs.triggers[[2]string{target.name.Schema, target.name.Table}] {
+		if fn, table := c.readsElsewhere(fs, tf[1], tf[0], placed, seen); fn != "" {
+			st.Err = unsupported("a write to %s.%s, whose trigger function %s reads or writes %s on other shards, is not supported yet",
+				target.name.Schema, target.name.Table, fn, table)
+			return
+		}
+	}
+}
+
+// functions is the database's functions snapshot.
+func (c *planCtx) functions() (*Functions, error) {
+	fs, err := c.schema.Functions(c.in.Database)
+	if err != nil {
+		c.noCache = true
+	}
+	return fs, err
+}
+
+// readsElsewhere follows the functions of a name (in schema, or any)
+// and those they call, and returns the first function and table it reads
+// whose placement ok refuses, or "".
+func (c *planCtx) readsElsewhere(fs *Functions, name, schema string, ok func(*topo.Placement) bool, seen map[string]bool) (string, string) {
+	for _, fn := range fs.byName[name] {
+		if schema != "" && fn.schema != schema || seen[fn.schema+"."+name] {
+			continue
+		}
+		seen[fn.schema+"."+name] = true
+		for _, t := range fn.tables {
+			if t[0] == "pg_catalog" || t[0] == "information_schema" || t[0] == "" && strings.HasPrefix(t[1], "pg_") {
+				continue
+			}
+			s := t[0]
+			if s == "" {
+				s = c.searchSchema(t[1])
+			}
+			if !ok(c.top.Resolve(c.in.Database, s, t[1])) {
+				return fn.schema + "." + name, s + "." + t[1]
+			}
+		}
+		for _, call := range fn.calls {
+			if f, t := c.readsElsewhere(fs, call, "", ok, seen); f != "" {
+				return f, t
+			}
+		}
+	}
+	return "", ""
 }
 
 // heldWithin reports whether every shard of runsOn holds all the rows of

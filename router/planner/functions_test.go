@@ -53,3 +53,35 @@ END $$`)
 		}
 	}
 }
+
+// A trigger runs on the shard of the row it fires for: a write whose
+// trigger function writes or reads a table not placed with the written
+// table is refused; one reading a reference table held there, or
+// writing its own group's tables, is planned as before.
+func TestTriggersReadingTablesElsewhere(t *testing.T) {
+	// audited: sharded like customers.
+	top := parseTopology(t, strings.Replace(referenceTopology, `"customers": {"shard_group": "customer_data"}`,
+		`"customers": {"shard_group": "customer_data"}, "audited": {"shard_group": "customer_data"}`, 1))
+	for _, c := range []struct {
+		sql     string
+		refused bool
+	}{
+		{"INSERT INTO audited (customer_id) VALUES (42)", true},
+		{"UPDATE audited SET name = 'b' WHERE customer_id = 42", true},
+		{"DELETE FROM audited WHERE customer_id = 42", true},
+		{"INSERT INTO customers VALUES (42, 'a')", false}, // no trigger
+		{"INSERT INTO items VALUES (1)", true},
+		{"INSERT INTO app.accounts (customer_id) VALUES (42)", false},
+		{"SELECT * FROM audited WHERE customer_id = 42", false}, // reads fire no trigger
+		{"INSERT INTO currencies VALUES ('EUR')", false},
+	} {
+		st := planOne(t, New(0), top, store(c.sql))
+		refused := errCode(st.Err) == "0A000"
+		if refused != c.refused {
+			t.Errorf("%s: err %v, want refused %v", c.sql, st.Err, c.refused)
+		}
+		if refused && !strings.Contains(st.Err.Error(), "trigger function") {
+			t.Errorf("%s: %v, want the trigger's reason", c.sql, st.Err)
+		}
+	}
+}

@@ -104,27 +104,46 @@ func (s fakeSchema) UniqueIndexes(db, schema, table string) ([]UniqueIndex, erro
 	return nil, nil
 }
 
-// Functions: n_customers counts customers (sharded); via_view reads
-// it through n_customers; n_currencies reads a reference table; its
-// PL/pgSQL twin reads customers.
+// Functions: n_customers counts customers (sharded), via_other
+// through n_customers, plp_count in PL/pgSQL; n_currencies reads a
+// reference table. Triggers: audited's audit writes audit_log
+// (unsharded); accounts' touch reads countries (a reference table there)
+// and log_account updates accounts; items' log_account updates accounts
+// on other shards.
 func (s fakeSchema) Functions(db string) (*Functions, error) {
 	if db != "store" {
-		return NewFunctions(nil), nil
+		return NewFunctions(nil, nil), nil
 	}
 	return testFunctions, nil
 }
 
 var testFunctions = NewFunctions([]FunctionBody{
+	{Schema: "public", Name: "audit", SQL: PLpgSQLStatements(`CREATE FUNCTION public.audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO audit_log VALUES (NEW.customer_id);
+  RETURN NEW;
+END $$`)},
+	{Schema: "public", Name: "touch", SQL: PLpgSQLStatements(`CREATE FUNCTION public.touch() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.name := lower(NEW.name) || (SELECT code FROM countries LIMIT 1);
+  RETURN NEW;
+END $$`)},
 	{Schema: "public", Name: "n_customers", SQL: []string{"SELECT count(*) FROM customers"}},
 	{Schema: "public", Name: "via_other", SQL: []string{"SELECT n_customers() + 1"}},
 	{Schema: "public", Name: "n_currencies", SQL: []string{"SELECT count(*) FROM public.currencies"}},
 	{Schema: "public", Name: "n_local", SQL: []string{"WITH customers AS (SELECT 1) SELECT count(*) FROM customers"}},
+	{Schema: "public", Name: "log_account", SQL: []string{"UPDATE app.accounts SET n = n + 1 WHERE customer_id = $1"}},
 	{Schema: "public", Name: "plp_count", SQL: PLpgSQLStatements(`CREATE FUNCTION public.plp_count() RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE n bigint;
 BEGIN
   SELECT count(*) INTO n FROM customers;
   RETURN n;
 END $$`)},
+}, []Trigger{
+	{TableSchema: "public", Table: "audited", FuncSchema: "public", Func: "audit"},
+	{TableSchema: "app", Table: "accounts", FuncSchema: "public", Func: "touch"},
+	{TableSchema: "app", Table: "accounts", FuncSchema: "public", Func: "log_account"},
+	{TableSchema: "public", Table: "items", FuncSchema: "public", Func: "log_account"},
 })
 
 var testViews = NewViews([][4]string{
@@ -146,6 +165,7 @@ var testColumns = map[string][]string{
 
 var testSchema = fakeSchema{
 	"store.public.customers.customer_id":      shardfunc.Int8,
+	"store.public.audited.customer_id":        shardfunc.Int8,
 	"store.public.customers.age":              shardfunc.Int4, // not a key: ORDER BY merges ask for it
 	"store.public.customers.name":             shardfunc.Text,
 	"store.public.customers.vip":              shardfunc.Bool,

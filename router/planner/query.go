@@ -34,6 +34,11 @@ func (c *planCtx) planQuery(st *Statement, q *query, f *facts) {
 		c.planGather(st, q, refs, f) // gather.go
 	}
 	c.checkFunctions(st, f) // functions.go
+	for _, r := range refs {
+		if r.target {
+			c.checkTriggers(st, r) // functions.go
+		}
+	}
 }
 
 // place chooses the route of a query from the placements of its tables.
