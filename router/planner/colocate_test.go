@@ -3,6 +3,8 @@ package planner
 import (
 	"strings"
 	"testing"
+
+	"github.com/tesseradb/tessera/topo/shardfunc"
 )
 
 const both = "select scatter customer-shard-1,customer-shard-2"
@@ -127,6 +129,49 @@ func TestColocation(t *testing.T) {
 		st := planOne(t, p, ref, store(c.sql))
 		if got := summary(st, nil); got != c.want {
 			t.Errorf("%s\n got %s\nwant %s (err %v)", c.sql, got, c.want, st.Err)
+		}
+	}
+}
+
+// Two tables of one group sharded by different columns with the same
+// function (TPC-H's orders by o_orderkey and lineitem by l_orderkey) place
+// equal values on one shard: a join equating their keys is colocated.
+// Another function (modulo) over the same group is not.
+func TestColocatedByAlikeIndexes(t *testing.T) {
+	top := parseTopology(t, `{
+  "authoritative_shard_group": "main",
+  "shard_indexes": {
+    "o_xx": {"type": "xxhash", "columns": ["o_orderkey"]},
+    "l_xx": {"type": "xxhash", "columns": ["l_orderkey"]},
+    "m_mod": {"type": "modulo", "columns": ["m_orderkey"], "index_params": {"modulus": 4}}
+  },
+  "shard_groups": [
+    {"uid": "main", "key_ranges": [{"shard_uid": "shard-0"}]},
+    {"uid": "g", "default_shard_index": "o_xx",
+     "key_ranges": [{"shard_uid": "s1", "end": "80"}, {"shard_uid": "s2", "start": "80"}]}
+  ],
+  "databases": {"tpch": {"schemas": {"public": {"tables": {
+    "orders": {"shard_group": "g", "shard_index": "o_xx"},
+    "lineitem": {"shard_group": "g", "shard_index": "l_xx"},
+    "marks": {"shard_group": "g", "shard_index": "m_mod"}
+  }}}}}
+}`)
+	schema := fakeSchema{
+		"tpch.public.orders.o_orderkey": shardfunc.Int8, "tpch.public.lineitem.l_orderkey": shardfunc.Int8,
+		"tpch.public.marks.m_orderkey": shardfunc.Int8,
+	}
+	for _, c := range []struct{ sql, want string }{
+		{"SELECT count(*) FROM orders o JOIN lineitem l ON l.l_orderkey = o.o_orderkey", "select scatter s1,s2"},
+		{"SELECT * FROM orders o JOIN lineitem l ON l.l_orderkey = o.o_orderkey WHERE o.o_orderkey = 7", "select shard s"},
+		{"SELECT * FROM orders o WHERE o_orderkey IN (SELECT l_orderkey FROM lineitem WHERE l_orderkey > 3)", "select scatter s1,s2"},
+		{"SELECT count(*) FROM orders o JOIN marks m ON m.m_orderkey = o.o_orderkey", "select error 0A000"},
+	} {
+		stmts, err := New(0).Plan(top, 1, schema, Input{SQL: c.sql, Database: "tpch", SearchPath: []string{"public"}, NoGather: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := summary(stmts[0], nil); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: %s, want %s", c.sql, got, c.want)
 		}
 	}
 }

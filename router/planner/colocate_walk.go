@@ -345,10 +345,13 @@ func (a *colocation) inSubquery(sc *scope, sl *pg_query.SubLink) {
 }
 
 // routeAlike reports shard keys whose equal values land on one shard: the
-// same index, and types that encode alike.
+// same group, indexes with the same sharding function (one index, or two
+// naming different columns, as orders' o_orderkey and lineitem's
+// l_orderkey: equal values have equal routing keys either way), and
+// types that encode alike.
 func (a *colocation) routeAlike(x, y *occurrence) bool {
 	px, py := x.ref.place, y.ref.place
-	if px.Group != py.Group || px.Index == nil || py.Index == nil || px.Index.Name != py.Index.Name {
+	if px.Group != py.Group || px.Index == nil || py.Index == nil || px.Index.Func != py.Index.Func {
 		return false
 	}
 	tx, err := a.c.columnType(x.ref.name, px.ShardColumn())
