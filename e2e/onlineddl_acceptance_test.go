@@ -327,6 +327,26 @@ func connectTo(t *testing.T, ctx context.Context, addr string) *pgx.Conn {
 	return conn
 }
 
+// connectSimpleTo is connectTo in the simple query protocol. The
+// acceptance tables have a serial column besides their key, whose values
+// the router fills in from the authoritative shard's sequence for the
+// simple protocol only: through the extended protocol an INSERT leaving
+// it to its default is refused (docs/router.md).
+func connectSimpleTo(t *testing.T, ctx context.Context, addr string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(fmt.Sprintf("postgres://postgres:postgres@%s/shop?sslmode=disable", addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
 // onlineWait sends sql as psql would (the simple protocol) in a session
 // whose tessera.ddl_strategy is 'online_wait', and returns how the
 // migration the answer names ended.

@@ -31,7 +31,7 @@ func (rc *reshardCluster) startWriters(t *testing.T, ctx context.Context, addr s
 	var keys []int64
 	var rows [][]any
 	for i := range reshardWriters {
-		c := newTablesClient(i, connectTo(t, ctx, addr), hold, []shardTable{{table, "integer"}})
+		c := newTablesClient(i, connectSimpleTo(t, ctx, addr), hold, []shardTable{{table, "integer"}})
 		for _, r := range c.seed(200)[0] {
 			k, _ := strconv.ParseInt(r[0].(string), 10, 64)
 			keys = append(keys, k)

@@ -173,6 +173,9 @@ func (c *clientConn) parse(msg []byte) error {
 	p := &prepared{sql: sql, oids: oids, revision: revision, replica: replica, epoch: c.srv.schemaEpoch.Load()}
 	if len(stmts) == 1 {
 		p.stmt = stmts[0]
+		if err := c.guardExtendedInsert(context.Background(), p.stmt); err != nil {
+			return err
+		}
 	}
 	if name == "" {
 		c.unnamed = p

@@ -108,7 +108,7 @@ func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt) (seque
 		if len(fed) == 0 && !mentionsSequences(st.SQL) {
 			return sequenceAction{}, nil
 		}
-		return c.fillInsert(ctx, st, cat, fed)
+		return c.fillInsert(ctx, st, cat, fed, false)
 	case st.Kind == planner.Select && len(st.Tables) == 0 && mentionsSequences(st.SQL):
 		return c.sequenceSelect(ctx, st)
 	case len(st.Tables) > 0 && st.Kind != planner.Select && st.Kind != planner.Update && st.Kind != planner.Delete &&
@@ -146,7 +146,7 @@ func (c *clientConn) checkTruncateRestart(ctx context.Context, st *plannedStmt) 
 
 // fillInsert rewrites an INSERT into a table beyond the authoritative
 // shard whose fed columns it leaves to their defaults.
-func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *sequenceCatalog, fed []fedColumn) (sequenceAction, error) {
+func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *sequenceCatalog, fed []fedColumn, dry bool) (sequenceAction, error) {
 	tree, err := pg_query.Parse(st.SQL)
 	if err != nil || len(tree.Stmts) != 1 {
 		return sequenceAction{}, nil // the planner's own answer stands
@@ -249,6 +249,9 @@ func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *seque
 	}
 	if len(slots) == 0 {
 		return sequenceAction{}, nil
+	}
+	if dry {
+		return refuseExtendedFill(name, cols[slots[0].col])
 	}
 	// Values in Postgres's order of evaluation: row by row, column by
 	// column.
@@ -480,4 +483,37 @@ func (c *clientConn) readOnlyTx() bool {
 		}
 	}
 	return c.tx.active && strings.Contains(strings.ToLower(c.tx.begin), "read only")
+}
+
+// refuseExtendedFill is the extended protocol's answer to an INSERT that
+// leaves a column to a sequence the router serves: each shard would take
+// its own copy's value, and ids would repeat across shards.
+func refuseExtendedFill(table, column string) (sequenceAction, error) {
+	return sequenceAction{}, pgerr.New(pgerr.FeatureNotSupported,
+		"INSERT into %s leaving column %s to its sequence is not supported yet through the extended query protocol: "+
+			"its values come from the authoritative shard, which the router fills in for the simple protocol only; give the value, or send the INSERT as a simple Query", table, column)
+}
+
+// guardExtendedInsert refuses, at Parse, an INSERT the simple protocol
+// would fill sequence values into (serveSequences): the extended
+// protocol does not fill them yet, and the shards' own copies would hand
+// out values other shards also hand out.
+func (c *clientConn) guardExtendedInsert(ctx context.Context, st *plannedStmt) error {
+	if st == nil || st.Err != nil || st.Kind != planner.Insert || len(st.Tables) == 0 || c.settings.replica() || c.readOnlyTx() {
+		return nil
+	}
+	t := st.Tables[0]
+	if t.Database != c.database || !c.beyondAuthoritative(t.Schema, t.Table) {
+		return nil
+	}
+	cat, err := c.srv.sequences.catalog(ctx, c.database)
+	if err != nil {
+		return err
+	}
+	fed := cat.fed[t.Schema+"."+t.Table]
+	if len(fed) == 0 && !mentionsSequences(st.SQL) {
+		return nil
+	}
+	_, err = c.fillInsert(ctx, st, cat, fed, true)
+	return err
 }

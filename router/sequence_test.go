@@ -339,6 +339,23 @@ func (s *seqEnv) refusals(t *testing.T) {
 	if _, err := extended.Exec(ctx, "INSERT INTO ids (id, v) VALUES ($1, 'explicit')", 1_000_000_000); err != nil {
 		t.Fatal(err)
 	}
+	// A sequence column other than the shard key, left to its default,
+	// would take each shard's own copy's value through the extended
+	// protocol (the same ticket on several shards): refused at Parse; the
+	// simple protocol fills it in.
+	mustExec(t, c, "ALTER TABLE ids ADD COLUMN ticket bigserial")
+	defer mustExec(t, c, "ALTER TABLE ids DROP COLUMN ticket")
+	if _, err := extended.Exec(ctx, "INSERT INTO ids (id, v) VALUES ($1, 'no ticket')", 1_000_000_001); sqlState(err) != "0A000" {
+		t.Errorf("a sequence column left to its default through the extended protocol: %v, want 0A000", err)
+	}
+	if _, err := extended.Exec(ctx, "INSERT INTO ids (id, v, ticket) VALUES ($1, 'ticket', $2)", 1_000_000_002, 7); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, c, "INSERT INTO ids (id, v) VALUES (1000000003, 'simple'), (1000000004, 'simple')")
+	tickets := int64s(t, c, "SELECT ticket FROM ids WHERE id IN (1000000003, 1000000004)")
+	if len(tickets) != 2 || tickets[0] == tickets[1] {
+		t.Fatalf("tickets filled in by the simple protocol: %v", tickets)
+	}
 }
 
 // setvalAndRestart: after setval or ALTER SEQUENCE ... RESTART no router
