@@ -111,7 +111,15 @@ var routeCases = []struct {
 	{"INSERT INTO customers VALUES ($1, 'a')", params(int64(42)), "insert shard customer-shard-1"},
 	{"INSERT INTO customers DEFAULT VALUES", nil, "insert error 0A000"},
 	{"INSERT INTO customers (name) VALUES ('a')", nil, "insert error 0A000"},
-	{"INSERT INTO customers (customer_id) SELECT customer_id FROM orders", nil, "insert error 0A000"},
+	// Row by row from a table sharded alike: each shard inserts its own
+	// (insertselect.go); anything else is refused.
+	{"INSERT INTO customers (customer_id) SELECT customer_id FROM orders", nil, "insert scatter customer-shard-1,customer-shard-2"},
+	{"INSERT INTO customers (customer_id) SELECT total FROM orders", nil, "insert error 0A000"},
+	{"INSERT INTO customers (customer_id) SELECT DISTINCT customer_id FROM orders", nil, "insert error 0A000"},
+	{"INSERT INTO customers (customer_id) SELECT customer_id FROM orders LIMIT 3", nil, "insert error 0A000"},
+	{"INSERT INTO customers (customer_id) SELECT max(customer_id) FROM orders", nil, "insert error 0A000"},
+	{"INSERT INTO customers (customer_id) SELECT 42", nil, "insert error 0A000"},
+	{"INSERT INTO customers (name) SELECT note FROM orders", nil, "insert error 0A000"},
 	{"INSERT INTO customers (customer_id) VALUES (DEFAULT)", nil, "insert error 0A000"},
 	{"INSERT INTO customers (customer_id, name) VALUES (42, 'a') ON CONFLICT (customer_id) DO UPDATE SET name = 'b'", nil, "insert shard customer-shard-1"},
 	{"INSERT INTO customers (customer_id, name) VALUES (42, 'a') ON CONFLICT (name) DO UPDATE SET customer_id = 1", nil, "insert error 0A000"},

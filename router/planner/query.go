@@ -100,6 +100,9 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 		}
 	}
 	switch {
+	case q.kind == Insert && q.insert.SelectStmt != nil && len(q.insert.SelectStmt.GetSelectStmt().GetValuesLists()) == 0:
+		c.insertSelect(st, q, target, shardedRefs, f) // insertselect.go
+		return
 	case q.kind == Insert:
 		for _, r := range shardedRefs {
 			if r != target {
