@@ -111,6 +111,8 @@ func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt) (seque
 		return c.fillInsert(ctx, st, cat, fed, false)
 	case st.Kind == planner.Select && len(st.Tables) == 0 && mentionsSequences(st.SQL):
 		return c.sequenceSelect(ctx, st)
+	case st.Kind == planner.Update && len(st.Tables) > 0:
+		return sequenceAction{}, c.checkUpdateDefault(ctx, st)
 	case len(st.Tables) > 0 && st.Kind != planner.Select && st.Kind != planner.Update && st.Kind != planner.Delete &&
 		strings.Contains(strings.ToLower(st.SQL), "restart"):
 		return sequenceAction{}, c.checkTruncateRestart(ctx, st)
@@ -494,12 +496,54 @@ func refuseExtendedFill(table, column string) (sequenceAction, error) {
 			"its values come from the authoritative shard, which the router fills in for the simple protocol only; give the value, or send the INSERT as a simple Query", table, column)
 }
 
+// checkUpdateDefault refuses UPDATE ... SET c = DEFAULT of a column fed
+// by a sequence the router serves: each shard would take its own copy's
+// value, which other shards also hand out. (Filling it in is planned.)
+func (c *clientConn) checkUpdateDefault(ctx context.Context, st *plannedStmt) error {
+	t := st.Tables[0]
+	if !strings.Contains(strings.ToLower(st.SQL), "default") || t.Database != c.database || !c.beyondAuthoritative(t.Schema, t.Table) {
+		return nil
+	}
+	cat, err := c.srv.sequences.catalog(ctx, c.database)
+	if err != nil {
+		return err
+	}
+	fed := cat.fed[t.Schema+"."+t.Table]
+	if len(fed) == 0 {
+		return nil
+	}
+	tree, err := pg_query.Parse(st.SQL)
+	if err != nil || len(tree.Stmts) != 1 {
+		return nil // the planner's own answer stands
+	}
+	up := tree.Stmts[0].Stmt.GetUpdateStmt()
+	for _, n := range up.GetTargetList() {
+		rt := n.GetResTarget()
+		if rt.GetVal().GetSetToDefault() == nil {
+			continue
+		}
+		for _, f := range fed {
+			if f.column == rt.GetName() {
+				return pgerr.New(pgerr.FeatureNotSupported,
+					"UPDATE of %s.%s setting column %s to its sequence (DEFAULT) is not supported yet: its values come from the authoritative shard", t.Schema, t.Table, f.column)
+			}
+		}
+	}
+	return nil
+}
+
 // guardExtendedInsert refuses, at Parse, an INSERT the simple protocol
 // would fill sequence values into (serveSequences): the extended
 // protocol does not fill them yet, and the shards' own copies would hand
 // out values other shards also hand out.
 func (c *clientConn) guardExtendedInsert(ctx context.Context, st *plannedStmt) error {
-	if st == nil || st.Err != nil || st.Kind != planner.Insert || len(st.Tables) == 0 || c.settings.replica() || c.readOnlyTx() {
+	if st == nil || st.Err != nil || len(st.Tables) == 0 || c.settings.replica() || c.readOnlyTx() {
+		return nil
+	}
+	if st.Kind == planner.Update {
+		return c.checkUpdateDefault(ctx, st)
+	}
+	if st.Kind != planner.Insert {
 		return nil
 	}
 	t := st.Tables[0]

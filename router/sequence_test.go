@@ -351,6 +351,11 @@ func (s *seqEnv) refusals(t *testing.T) {
 	if _, err := extended.Exec(ctx, "INSERT INTO ids (id, v, ticket) VALUES ($1, 'ticket', $2)", 1_000_000_002, 7); err != nil {
 		t.Fatal(err)
 	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		if _, err := extended.Exec(ctx, "UPDATE ids SET ticket = DEFAULT WHERE id = $1", mode, 1_000_000_002); sqlState(err) != "0A000" {
+			t.Errorf("SET ticket = DEFAULT (%v): %v, want 0A000", mode, err)
+		}
+	}
 	mustExec(t, c, "INSERT INTO ids (id, v) VALUES (1000000003, 'simple'), (1000000004, 'simple')")
 	tickets := int64s(t, c, "SELECT ticket FROM ids WHERE id IN (1000000003, 1000000004)")
 	if len(tickets) != 2 || tickets[0] == tickets[1] {
