@@ -68,8 +68,10 @@ func (sc *schemaCache) Routines(db string) (*planner.Routines, error) {
 }
 
 // Views returns the database's views and materialized views with the
-// relations each one's rules read, for the planner to refuse a view over
-// tables placed elsewhere (planner/views.go).
+// relations each one's rules read, and the tables with rules of their own
+// (CREATE RULE) with the relations those name, for the planner to refuse
+// a view over tables placed elsewhere, or a write a rule redirects there
+// (planner/views.go).
 func (sc *schemaCache) Views(db string) (*planner.Views, error) {
 	sc.mu.RLock()
 	v, ok := sc.views[db]
@@ -78,7 +80,7 @@ func (sc *schemaCache) Views(db string) (*planner.Views, error) {
 	if ok {
 		return v, nil
 	}
-	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT DISTINCT vn.nspname, v.relname, tn.nspname, t.relname
+	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT DISTINCT vn.nspname, v.relname, tn.nspname, t.relname, v.relkind IN ('v', 'm')
 		FROM pg_catalog.pg_class v
 		JOIN pg_catalog.pg_namespace vn ON vn.oid = v.relnamespace
 		JOIN pg_catalog.pg_rewrite r ON r.ev_class = v.oid
@@ -86,16 +88,20 @@ func (sc *schemaCache) Views(db string) (*planner.Views, error) {
 			AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
 		JOIN pg_catalog.pg_class t ON t.oid = d.refobjid AND t.oid <> v.oid
 		JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace
-		WHERE v.relkind IN ('v', 'm') AND vn.nspname NOT IN ('pg_catalog', 'information_schema')
+		WHERE (v.relkind IN ('v', 'm') OR r.rulename <> '_RETURN') AND vn.nspname NOT IN ('pg_catalog', 'information_schema')
 			AND tn.nspname NOT IN ('pg_catalog', 'information_schema')`)
 	if err != nil {
 		return nil, err
 	}
-	edges := make([][4]string, len(rows))
-	for i, row := range rows {
-		edges[i] = [4]string{row[0], row[1], row[2], row[3]}
+	var views, rules [][4]string
+	for _, row := range rows {
+		if row[4] == "t" {
+			views = append(views, [4]string{row[0], row[1], row[2], row[3]})
+		} else {
+			rules = append(rules, [4]string{row[0], row[1], row[2], row[3]})
+		}
 	}
-	v = planner.NewViews(edges)
+	v = planner.NewViews(views, rules)
 	sc.mu.Lock()
 	if sc.generation == generation {
 		sc.views[db] = v

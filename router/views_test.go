@@ -93,3 +93,39 @@ func TestViewOverShardedTableIsRefused(t *testing.T) {
 	mustExec(t, conn, "DROP VIEW views_all_customers", "DROP VIEW views_customers", "DROP VIEW views_plain_v",
 		"DELETE FROM customers WHERE customer_id BETWEEN 7710000 AND 7710099")
 }
+
+// A rule of a sharded table (CREATE RULE ... DO ALSO INSERT INTO an
+// unsharded log) runs on the shard of the row written, into that shard's
+// copy of the log: such writes are refused with 0A000, the rule read from
+// the real catalog, and no shard's log gets a row.
+func TestRuleWritingElsewhereIsRefused(t *testing.T) {
+	ctx := context.Background()
+	snap, err := cluster.Store().GetTopology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := snap.Topology
+	conn := connect(t, "store")
+	mustExec(t, conn, "DROP TABLE IF EXISTS rule_users", "DROP TABLE IF EXISTS rule_log",
+		"CREATE TABLE rule_users (customer_id bigint PRIMARY KEY, name text)",
+		"CREATE TABLE rule_log (customer_id bigint)",
+		"CREATE RULE rule_users_log AS ON INSERT TO rule_users DO ALSO INSERT INTO rule_log VALUES (NEW.customer_id)")
+	t.Cleanup(func() {
+		applyTopology(t, base)
+		mustExec(t, connect(t, "store"), "DROP TABLE IF EXISTS rule_users", "DROP TABLE IF EXISTS rule_log")
+	})
+	applyTopology(t, withTableInCustomerData(t, base, "rule_users"))
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		_, err := conn.Exec(ctx, "INSERT INTO rule_users VALUES (42, 'a')", mode)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Message, "whose rule names") {
+			t.Errorf("%v: %v, want 0A000 for a rule writing elsewhere", mode, err)
+		}
+	}
+	for _, shard := range []string{"shard-0", "customer-shard-1", "customer-shard-2"} {
+		var logged int
+		if err := direct(t, shard, "store").QueryRow(ctx, "SELECT count(*) FROM rule_log").Scan(&logged); err != nil || logged != 0 {
+			t.Errorf("rule_log on %s: %d rows, %v; want 0", shard, logged, err)
+		}
+	}
+}

@@ -84,7 +84,7 @@ func (s fakeSchema) Routines(db string) (*Routines, error) {
 // (a reference table on main); app.acct_view reads app.accounts.
 func (s fakeSchema) Views(db string) (*Views, error) {
 	if db != "store" {
-		return NewViews(nil), nil
+		return NewViews(nil, nil), nil
 	}
 	return testViews, nil
 }
@@ -151,6 +151,10 @@ var testViews = NewViews([][4]string{
 	{"public", "all_customers", "public", "v_customers"},
 	{"public", "eur", "public", "currencies"},
 	{"app", "acct_view", "app", "accounts"},
+}, [][4]string{
+	{"public", "ruled", "public", "rule_log"},      // DO ALSO INSERT INTO rule_log (unsharded)
+	{"app", "accounts", "public", "currencies"},    // a reference table held there
+	{"public", "customers_ruled", "public", "eur"}, // a view over currencies
 })
 
 var testRoutines = NewRoutines([][2]string{

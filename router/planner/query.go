@@ -37,6 +37,7 @@ func (c *planCtx) planQuery(st *Statement, q *query, f *facts) {
 	for _, r := range refs {
 		if r.target {
 			c.checkTriggers(st, r) // functions.go
+			c.checkRules(st, r)    // views.go
 		}
 	}
 }

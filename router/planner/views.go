@@ -24,17 +24,26 @@ import (
 // shard, which has every view because DDL runs everywhere.
 type Views struct {
 	reads map[[2]string][][2]string // (schema, view) -> (schema, table)
+	// rules: (schema, table) -> (schema, relation) of a table's own
+	// rules (CREATE RULE ... DO ALSO INSERT INTO log ...), which run
+	// wherever the table's rows are written.
+	rules map[[2]string][][2]string
 }
 
 // NewViews builds a snapshot from edges (view schema, view name, schema
-// and name of a relation it reads), following views that read views.
-func NewViews(edges [][4]string) *Views {
+// and name of a relation it reads), following views that read views,
+// and the edges of tables' own rules.
+func NewViews(edges, rules [][4]string) *Views {
 	direct := map[[2]string][][2]string{}
 	for _, e := range edges {
 		v := [2]string{e[0], e[1]}
 		direct[v] = append(direct[v], [2]string{e[2], e[3]})
 	}
-	v := &Views{reads: make(map[[2]string][][2]string, len(direct))}
+	v := &Views{reads: make(map[[2]string][][2]string, len(direct)), rules: map[[2]string][][2]string{}}
+	for _, e := range rules {
+		t := [2]string{e[0], e[1]}
+		v.rules[t] = append(v.rules[t], [2]string{e[2], e[3]})
+	}
 	for view := range direct {
 		seen := map[[2]string]bool{view: true}
 		var tables [][2]string
@@ -155,4 +164,35 @@ func (c *planCtx) listed(r *tableRef) bool {
 	}
 	sc := d.Schemas[r.name.Schema]
 	return sc != nil && (sc.Tables[r.name.Table] != nil || sc.ReferenceTables[r.name.Table] != nil)
+}
+
+// checkRules refuses a write to target if a rule of its own names a
+// relation not placed with it: the rule's action (an INSERT into a log,
+// say) runs on the shard of the row written, into that shard's copy.
+func (c *planCtx) checkRules(st *Statement, target *tableRef) {
+	if st.Err != nil || target == nil || target.catalog || len(c.top.Shards()) == 1 {
+		return
+	}
+	if c.views == nil {
+		v, err := c.schema.Views(c.in.Database)
+		if err != nil {
+			c.noCache = true
+			st.Err = err
+			return
+		}
+		c.views = v
+	}
+	for _, rel := range c.views.rules[[2]string{target.name.Schema, target.name.Table}] {
+		tables := [][2]string{rel}
+		if through, ok := c.views.reads[rel]; ok {
+			tables = through // a view the rule names: what it reads
+		}
+		for _, t := range tables {
+			if !placedWith(c.top.Resolve(c.in.Database, t[0], t[1]), target.place) {
+				st.Err = unsupported("a write to %s.%s, whose rule names %s.%s on other shards, is not supported yet",
+					target.name.Schema, target.name.Table, t[0], t[1])
+				return
+			}
+		}
+	}
 }

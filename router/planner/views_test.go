@@ -60,9 +60,42 @@ func TestNewViewsFollowsViewsOfViews(t *testing.T) {
 		{"s", "a", "s", "b"}, {"s", "b", "s", "c"}, {"s", "c", "s", "t1"},
 		{"s", "c", "s", "a"}, // a cycle cannot loop
 		{"s", "b", "s", "t2"},
-	})
+	}, nil)
 	got := v.reads[[2]string{"s", "a"}]
 	if len(got) != 2 || !(got[0] == [2]string{"s", "t1"} || got[1] == [2]string{"s", "t1"}) {
 		t.Fatalf("a reads %v, want t1 and t2", got)
+	}
+}
+
+// A table's own rule runs where its rows are written: a write to a
+// sharded table whose rule inserts into an unsharded log is refused; a
+// rule naming a reference table held on its shards (directly or through
+// a view over one) is planned as before.
+func TestRulesNamingTablesElsewhere(t *testing.T) {
+	top := parseTopology(t, strings.Replace(referenceTopology, `"customers": {"shard_group": "customer_data"}`,
+		`"customers": {"shard_group": "customer_data"}, "ruled": {"shard_group": "customer_data"}, "customers_ruled": {"shard_group": "customer_data"}`, 1))
+	schema := fakeSchema{"store.public.ruled.customer_id": testSchema["store.public.customers.customer_id"],
+		"store.public.customers_ruled.customer_id": testSchema["store.public.customers.customer_id"]}
+	for k, v := range testSchema {
+		schema[k] = v
+	}
+	for _, c := range []struct {
+		sql     string
+		refused bool
+	}{
+		{"INSERT INTO ruled (customer_id) VALUES (42)", true},
+		{"DELETE FROM ruled WHERE customer_id = 42", true},
+		{"SELECT * FROM ruled WHERE customer_id = 42", false},
+		{"INSERT INTO app.accounts (customer_id) VALUES (42)", false},
+		{"INSERT INTO customers_ruled (customer_id) VALUES (42)", false}, // eur reads currencies, held on every shard
+	} {
+		stmts, err := New(0).Plan(top, 1, schema, store(c.sql))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := errCode(stmts[0].Err) == "0A000"
+		if refused != c.refused {
+			t.Errorf("%s: err %v, want refused %v", c.sql, stmts[0].Err, c.refused)
+		}
 	}
 }
