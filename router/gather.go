@@ -58,8 +58,9 @@ const defaultGatherLimit = 256 << 20
 const gatherLockTimeout = "10s"
 
 // analyzeRows: a temporary table given this many rows or more is
-// analyzed before the statement runs, so that Postgres plans joins over
-// it by its real statistics.
+// indexed on the columns the statement equates (GatherTable.Indexes) and
+// analyzed before the statement runs, so that Postgres plans joins and
+// correlated subqueries over it as over the real tables.
 const analyzeRows = 1000
 
 // binaryCopyHeader is the header of COPY's binary format without

@@ -43,6 +43,11 @@ func (g *gathering) load(ctx context.Context, t planner.GatherTable) bool {
 		return false
 	}
 	if rows >= analyzeRows {
+		for _, ix := range t.Indexes {
+			if !g.quiet(ix) {
+				return false
+			}
+		}
 		return g.quiet("ANALYZE pg_temp." + t.Temp)
 	}
 	return true

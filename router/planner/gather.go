@@ -74,6 +74,13 @@ type GatherTable struct {
 	Pull string
 	// Pushed counts the WHERE conjuncts pushed down into Pull.
 	Pushed int
+	// Indexes are CREATE INDEX statements for the pulled columns the
+	// statement equates with another column (a join, a correlated
+	// subquery, IN (SELECT ...)): Postgres answers those from the
+	// tables' indexes on one database, and would otherwise scan the
+	// temporary table once per outer row. The router runs them when the
+	// table got enough rows to be worth it (gather_copy.go).
+	Indexes []string
 }
 
 // gatherTempPrefix starts the name of every temporary table a gather
@@ -97,6 +104,9 @@ func (g *GatherPlan) describe() []string {
 		lines = append(lines, fmt.Sprintf("  Gather %s into pg_temp.%s (%d filters pushed down)", t.Table, t.Temp, t.Pushed))
 		for _, s := range t.Shards {
 			lines = append(lines, "    Shard "+s+": "+t.Pull)
+		}
+		for _, ix := range t.Indexes {
+			lines = append(lines, "    Then, with enough rows: "+ix)
 		}
 	}
 	return lines
@@ -214,6 +224,7 @@ func (c *planCtx) gatherPlan(sel *pg_query.SelectStmt, refs []*tableRef) (*Gathe
 		return nil, false
 	}
 	pushable := pushableFilters(sel, occ, columns)
+	equated := equatedColumns(sel)
 	for i := range g.Tables {
 		t := &g.Tables[i]
 		cols := columns[t.Table]
@@ -243,6 +254,11 @@ func (c *planCtx) gatherPlan(sel *pg_query.SelectStmt, refs []*tableRef) (*Gathe
 		}
 		t.Pull, t.Pushed = pull, len(filters)
 		t.Create = "CREATE TEMP TABLE pg_temp." + t.Temp + " ON COMMIT DROP AS " + create + " WITH NO DATA"
+		for _, col := range cols {
+			if equated[col] {
+				t.Indexes = append(t.Indexes, "CREATE INDEX ON pg_temp."+t.Temp+" ("+quoteIdentifier(col)+")")
+			}
+		}
 	}
 	sql, err := c.rewriteToTemps(sel, occ, g)
 	if err != nil {
@@ -373,4 +389,42 @@ func (c *planCtx) rewriteToTemps(sel *pg_query.SelectStmt, occ []gatherOccurrenc
 		}
 	}()
 	return pg_query.Deparse(&pg_query.ParseResult{Version: c.version, Stmts: []*pg_query.RawStmt{{Stmt: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}}}})
+}
+
+// equatedColumns names the columns a statement equates with another
+// column: a = b (in WHERE, ON or a subquery's WHERE) and a IN (SELECT b
+// ...), by name whatever table qualifies them.
+func equatedColumns(sel *pg_query.SelectStmt) map[string]bool {
+	out := map[string]bool{}
+	name := func(n *pg_query.Node) string {
+		cr := n.GetColumnRef()
+		if cr == nil || len(cr.Fields) == 0 {
+			return ""
+		}
+		return cr.Fields[len(cr.Fields)-1].GetString_().GetSval()
+	}
+	walk(sel.ProtoReflect(), func(m proto.Message) bool {
+		switch x := m.(type) {
+		case *pg_query.A_Expr:
+			if x.Kind == pg_query.A_Expr_Kind_AEXPR_OP && isEquals(x.Name) {
+				if l, r := name(x.Lexpr), name(x.Rexpr); l != "" && r != "" {
+					out[l], out[r] = true, true
+				}
+			}
+		case *pg_query.SubLink:
+			s := x.Subselect.GetSelectStmt()
+			if x.SubLinkType == pg_query.SubLinkType_ANY_SUBLINK && s != nil && len(s.TargetList) == 1 {
+				if l, r := name(x.Testexpr), name(s.TargetList[0].GetResTarget().GetVal()); l != "" && r != "" {
+					out[l], out[r] = true, true
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// quoteIdentifier quotes a column name for SQL text.
+func quoteIdentifier(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }

@@ -177,3 +177,26 @@ func TestGatherExactSums(t *testing.T) {
 		}
 	}
 }
+
+// The gathered tables are indexed on the columns the statement equates
+// (a join's, a correlated subquery's, IN (SELECT ...)'s), and not the
+// others (total).
+func TestGatherIndexesEquatedColumns(t *testing.T) {
+	st := planGathered(t, "SELECT c.name FROM customers c WHERE c.name IN (SELECT o.note FROM orders o WHERE o.order_id = c.customer_id AND o.total > 5)")
+	if st.Err != nil || st.Gather == nil {
+		t.Fatalf("route %v, err %v", st.Route, st.Err)
+	}
+	var got []string
+	for _, tb := range st.Gather.Tables {
+		got = append(got, tb.Indexes...)
+	}
+	want := []string{
+		`CREATE INDEX ON pg_temp.tessera_gather_1 ("customer_id")`, `CREATE INDEX ON pg_temp.tessera_gather_1 ("name")`,
+		// Columns go by name, whatever table qualifies them (as pulled).
+		`CREATE INDEX ON pg_temp.tessera_gather_2 ("order_id")`, `CREATE INDEX ON pg_temp.tessera_gather_2 ("customer_id")`,
+		`CREATE INDEX ON pg_temp.tessera_gather_2 ("note")`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("indexes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
