@@ -54,7 +54,8 @@
 //
 // Nothing is assumed of joins (colocate.go). Two occurrences of sharded
 // tables are colocated by an equality of their shard-key columns (tables
-// routed by the same index, with types that route alike) among the
+// of one group routed by indexes with the same function, with types that
+// route alike) among the
 // conjuncts of a WHERE or an inner join's ON or USING, an outer join's ON
 // (restricting the nullable side), a correlated subquery's WHERE, or as
 // k IN (SELECT k FROM ...) of a plain subquery; transitively.
@@ -91,11 +92,22 @@
 //   - Router: transaction control, SET/RESET, DISCARD, FETCH/MOVE/CLOSE,
 //     EXPLAIN (TESSERA) and the empty query, which the router handles.
 //
+// What runs where a statement does not say: a view is placed as an
+// unlisted table of its schema, a function or trigger runs where its
+// statement or row does, a table's rule where its row is written, and a
+// unique index is checked per shard. The catalog snapshots of views.go
+// (views and rules), functions.go (SQL and PL/pgSQL bodies, triggers) and
+// arbiter.go (unique indexes) let the planner refuse (0A000) what would
+// read or write rows on other shards than those: a view, function,
+// trigger or rule over tables placed elsewhere, an ON CONFLICT arbiter
+// without the shard key.
+//
 // Not supported (0A000): joins across groups or across shards not on the
 // shard key, INSERT without the key into a sharded table (without a column list,
 // the values fill the columns in the order Schema.ColumnNames gives),
-// INSERT ... SELECT into one, or an INSERT into one that reads another
-// sharded table, INSERT or MERGE in a WITH query into a sharded or
+// INSERT ... SELECT into one other than row by row from a table sharded
+// alike (insertselect.go, which runs on the shards), or an INSERT into
+// one that reads another sharded table, INSERT or MERGE in a WITH query into a sharded or
 // reference table, UPDATE or DELETE in a WITH query of a reference table,
 // a
 // multi-row INSERT whose rows land on different shards that cannot be
