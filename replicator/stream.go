@@ -128,6 +128,10 @@ func (s *Stream) Lag() (bytes int64, seconds float64) {
 // source's WAL position.
 func (s *Stream) Applied() pglogrepl.LSN { return pglogrepl.LSN(s.applied.Load()) }
 
+// slotBusyWait bounds how long Run waits for the slot's last holder to
+// let it go (as originBusyWait for the targets' origins).
+const slotBusyWait = 30 * time.Second
+
 // Run streams changes until ctx ends (returning its error), StopAt is
 // reached (returning nil), or an error stops it. Each target's Conn is
 // bound to the target's replication origin: give Run connections of its
@@ -186,7 +190,21 @@ func (s *Stream) Run(ctx context.Context) error {
 	if s.StopAtMessage.Prefix != "" {
 		args = append(args, "messages 'true'")
 	}
-	err = pglogrepl.StartReplication(ctx, conn, s.Slot, start, pglogrepl.StartReplicationOptions{PluginArgs: args})
+	// The stream run before this one (stopped, or its Replicator gone)
+	// may still hold the slot until its walsender reads that its client
+	// left: 55006 "replication slot ... is active for PID" until then.
+	deadline := time.Now().Add(slotBusyWait)
+	for {
+		err = pglogrepl.StartReplication(ctx, conn, s.Slot, start, pglogrepl.StartReplicationOptions{PluginArgs: args})
+		if err == nil || pgerr.Code(err) != pgerr.ObjectInUse || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("start replication from slot %s: %w", s.Slot, err)
 	}
