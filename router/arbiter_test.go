@@ -3,20 +3,18 @@ package router_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tesseradb/tessera/topo"
 )
 
-// withTableInCustomerData returns base with store.public.<table> sharded
-// in the customer_data group by customer_id.
-func withTableInCustomerData(t *testing.T, base *topo.Topology, table string) *topo.Topology {
+// editTopology returns base changed by edit, which gets the topology as
+// its JSON document.
+func editTopology(t *testing.T, base *topo.Topology, edit func(doc map[string]any)) *topo.Topology {
 	t.Helper()
 	raw, err := json.Marshal(base)
 	if err != nil {
@@ -26,8 +24,7 @@ func withTableInCustomerData(t *testing.T, base *topo.Topology, table string) *t
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	tables := doc["databases"].(map[string]any)["store"].(map[string]any)["schemas"].(map[string]any)["public"].(map[string]any)["tables"].(map[string]any)
-	tables[table] = map[string]any{"shard_group": "customer_data"}
+	edit(doc)
 	if raw, err = json.Marshal(doc); err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +33,19 @@ func withTableInCustomerData(t *testing.T, base *topo.Topology, table string) *t
 		t.Fatal(err)
 	}
 	return top
+}
+
+// storeTables is the tables object of store.public in a topology document.
+func storeTables(doc map[string]any) map[string]any {
+	return doc["databases"].(map[string]any)["store"].(map[string]any)["schemas"].(map[string]any)["public"].(map[string]any)["tables"].(map[string]any)
+}
+
+// withTableInCustomerData returns base with store.public.<table> sharded
+// in the customer_data group by customer_id.
+func withTableInCustomerData(t *testing.T, base *topo.Topology, table string) *topo.Topology {
+	return editTopology(t, base, func(doc map[string]any) {
+		storeTables(doc)[table] = map[string]any{"shard_group": "customer_data"}
+	})
 }
 
 // An upsert whose arbiter lacks the shard key would find the conflicting
@@ -75,8 +85,7 @@ func TestOnConflictArbiterAcrossShards(t *testing.T) {
 			"INSERT INTO arb_users (customer_id, email) VALUES (999, 'u1@x') ON CONFLICT DO NOTHING",
 		} {
 			_, err := conn.Exec(ctx, sql, mode)
-			var pe *pgconn.PgError
-			if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Message, "each shard checks only its own rows") {
+			if !refusedFor(err, "each shard checks only its own rows") {
 				t.Errorf("%s (%v): %v, want 0A000 for an arbiter without the shard key", sql, mode, err)
 			}
 		}

@@ -2,13 +2,11 @@ package router_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A function runs on the shard its statement goes to and reads that
@@ -52,8 +50,7 @@ END $$`,
 			"SELECT name FROM customers WHERE customer_id = 7720001 AND fn_customers() > 0"} {
 			var n int64
 			err := conn.QueryRow(ctx, sql, mode).Scan(&n)
-			var pe *pgconn.PgError
-			if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Message, "a function that reads tables on other shards") {
+			if !refusedFor(err, "a function that reads tables on other shards") {
 				t.Errorf("%s (%v): %d, %v; want 0A000 (one Postgres answers 100)", sql, mode, n, err)
 			}
 		}
@@ -96,8 +93,7 @@ END $$`,
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
 		for _, sql := range []string{"INSERT INTO trig_users VALUES (42, 'a')", "UPDATE trig_users SET name = 'b' WHERE customer_id = 42"} {
 			_, err := conn.Exec(ctx, sql, mode)
-			var pe *pgconn.PgError
-			if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Message, "trigger function") {
+			if !refusedFor(err, "trigger function") {
 				t.Errorf("%s (%v): %v, want 0A000 for a trigger writing elsewhere", sql, mode, err)
 			}
 		}

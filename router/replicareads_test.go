@@ -2,7 +2,6 @@ package router_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -24,36 +23,21 @@ func withReplicaProbe(t *testing.T, base *topo.Topology, swapped bool) *topo.Top
 // reads-first SwitchTraffic leaves it.
 func withReplicaProbeEntry(t *testing.T, base *topo.Topology, swapped bool, replicaReads map[string]any) *topo.Topology {
 	t.Helper()
-	raw, err := json.Marshal(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
-	tables := doc["databases"].(map[string]any)["store"].(map[string]any)["schemas"].(map[string]any)["public"].(map[string]any)["tables"].(map[string]any)
-	tables["replica_probe"] = map[string]any{"shard_group": "customer_data"}
-	if replicaReads != nil {
-		tables["replica_probe"] = map[string]any{"shard_group": "customer_data", "replica_reads": replicaReads}
-	}
-	if swapped {
-		for _, g := range doc["shard_groups"].([]any) {
-			if g := g.(map[string]any); g["uid"] == "customer_data" {
-				g["replica_key_ranges"] = []any{map[string]any{"shard_uid": "customer-shard-2", "end": "80"},
-					map[string]any{"shard_uid": "customer-shard-1", "start": "80"}}
+	return editTopology(t, base, func(doc map[string]any) {
+		tables := storeTables(doc)
+		tables["replica_probe"] = map[string]any{"shard_group": "customer_data"}
+		if replicaReads != nil {
+			tables["replica_probe"] = map[string]any{"shard_group": "customer_data", "replica_reads": replicaReads}
+		}
+		if swapped {
+			for _, g := range doc["shard_groups"].([]any) {
+				if g := g.(map[string]any); g["uid"] == "customer_data" {
+					g["replica_key_ranges"] = []any{map[string]any{"shard_uid": "customer-shard-2", "end": "80"},
+						map[string]any{"shard_uid": "customer-shard-1", "start": "80"}}
+				}
 			}
 		}
-	}
-	raw, err = json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := topo.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return top
+	})
 }
 
 // TestReplicaReadsFollowReplicaKeyRanges: with replica_key_ranges set,

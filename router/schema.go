@@ -41,30 +41,19 @@ func newSchemaCache(srv *Server) *schemaCache {
 // Routines returns the database's aggregate and window functions, for
 // the planner to tell my_sum(x) from a plain function.
 func (sc *schemaCache) Routines(db string) (*planner.Routines, error) {
-	sc.mu.RLock()
-	r, ok := sc.routines[db]
-	generation := sc.generation
-	sc.mu.RUnlock()
-	if ok {
-		return r, nil
-	}
-	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT n.nspname, p.proname
-		FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-		WHERE p.prokind IN ('a', 'w')`)
-	if err != nil {
-		return nil, err
-	}
-	pairs := make([][2]string, len(rows))
-	for i, row := range rows {
-		pairs[i] = [2]string{row[0], row[1]}
-	}
-	r = planner.NewRoutines(pairs)
-	sc.mu.Lock()
-	if sc.generation == generation {
-		sc.routines[db] = r
-	}
-	sc.mu.Unlock()
-	return r, nil
+	return cachedByDB(sc, func(sc *schemaCache) map[string]*planner.Routines { return sc.routines }, db, func() (*planner.Routines, error) {
+		rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT n.nspname, p.proname
+			FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+			WHERE p.prokind IN ('a', 'w')`)
+		if err != nil {
+			return nil, err
+		}
+		pairs := make([][2]string, len(rows))
+		for i, row := range rows {
+			pairs[i] = [2]string{row[0], row[1]}
+		}
+		return planner.NewRoutines(pairs), nil
+	})
 }
 
 // Views returns the database's views and materialized views with the
@@ -73,41 +62,30 @@ func (sc *schemaCache) Routines(db string) (*planner.Routines, error) {
 // a view over tables placed elsewhere, or a write a rule redirects there
 // (planner/views.go).
 func (sc *schemaCache) Views(db string) (*planner.Views, error) {
-	sc.mu.RLock()
-	v, ok := sc.views[db]
-	generation := sc.generation
-	sc.mu.RUnlock()
-	if ok {
-		return v, nil
-	}
-	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT DISTINCT vn.nspname, v.relname, tn.nspname, t.relname, v.relkind IN ('v', 'm')
-		FROM pg_catalog.pg_class v
-		JOIN pg_catalog.pg_namespace vn ON vn.oid = v.relnamespace
-		JOIN pg_catalog.pg_rewrite r ON r.ev_class = v.oid
-		JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = r.oid
-			AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
-		JOIN pg_catalog.pg_class t ON t.oid = d.refobjid AND t.oid <> v.oid
-		JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace
-		WHERE (v.relkind IN ('v', 'm') OR r.rulename <> '_RETURN') AND vn.nspname NOT IN ('pg_catalog', 'information_schema')
-			AND tn.nspname NOT IN ('pg_catalog', 'information_schema')`)
-	if err != nil {
-		return nil, err
-	}
-	var views, rules [][4]string
-	for _, row := range rows {
-		if row[4] == "t" {
-			views = append(views, [4]string{row[0], row[1], row[2], row[3]})
-		} else {
-			rules = append(rules, [4]string{row[0], row[1], row[2], row[3]})
+	return cachedByDB(sc, func(sc *schemaCache) map[string]*planner.Views { return sc.views }, db, func() (*planner.Views, error) {
+		rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT DISTINCT vn.nspname, v.relname, tn.nspname, t.relname, v.relkind IN ('v', 'm')
+			FROM pg_catalog.pg_class v
+			JOIN pg_catalog.pg_namespace vn ON vn.oid = v.relnamespace
+			JOIN pg_catalog.pg_rewrite r ON r.ev_class = v.oid
+			JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = r.oid
+				AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+			JOIN pg_catalog.pg_class t ON t.oid = d.refobjid AND t.oid <> v.oid
+			JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace
+			WHERE (v.relkind IN ('v', 'm') OR r.rulename <> '_RETURN') AND vn.nspname NOT IN ('pg_catalog', 'information_schema')
+				AND tn.nspname NOT IN ('pg_catalog', 'information_schema')`)
+		if err != nil {
+			return nil, err
 		}
-	}
-	v = planner.NewViews(views, rules)
-	sc.mu.Lock()
-	if sc.generation == generation {
-		sc.views[db] = v
-	}
-	sc.mu.Unlock()
-	return v, nil
+		var views, rules [][4]string
+		for _, row := range rows {
+			if row[4] == "t" {
+				views = append(views, [4]string{row[0], row[1], row[2], row[3]})
+			} else {
+				rules = append(rules, [4]string{row[0], row[1], row[2], row[3]})
+			}
+		}
+		return planner.NewViews(views, rules), nil
+	})
 }
 
 // UniqueIndexes returns a table's unique indexes and exclusion
@@ -173,59 +151,71 @@ func (sc *schemaCache) ColumnTypmod(db, schema, table, column string) (int32, er
 // firing a trigger, that reads tables on other shards
 // (planner/functions.go).
 func (sc *schemaCache) Functions(db string) (*planner.Functions, error) {
+	return cachedByDB(sc, func(sc *schemaCache) map[string]*planner.Functions { return sc.funcs }, db, func() (*planner.Functions, error) {
+		rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT n.nspname, p.proname, l.lanname, p.prosrc,
+				CASE WHEN l.lanname = 'plpgsql' OR p.prosqlbody IS NOT NULL THEN pg_catalog.pg_get_functiondef(p.oid) ELSE '' END
+			FROM pg_catalog.pg_proc p
+			JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+			JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+			WHERE l.lanname IN ('sql', 'plpgsql') AND p.prokind IN ('f', 'p')
+				AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+				AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+					WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid AND d.deptype = 'e')`)
+		if err != nil {
+			return nil, err
+		}
+		bodies := make([]planner.FunctionBody, 0, len(rows))
+		for _, r := range rows {
+			b := planner.FunctionBody{Schema: r[0], Name: r[1]}
+			switch {
+			case r[2] == "plpgsql":
+				b.SQL = planner.PLpgSQLStatements(r[4])
+			case r[4] != "":
+				b.SQL = []string{r[4]} // BEGIN ATOMIC: the whole CREATE FUNCTION parses
+			default:
+				b.SQL = []string{r[3]}
+			}
+			bodies = append(bodies, b)
+		}
+		rows, err = sc.srv.adminQuery(context.Background(), db, `SELECT n.nspname, c.relname, fn.nspname, p.proname
+			FROM pg_catalog.pg_trigger tg
+			JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
+			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			JOIN pg_catalog.pg_proc p ON p.oid = tg.tgfoid
+			JOIN pg_catalog.pg_namespace fn ON fn.oid = p.pronamespace
+			WHERE NOT tg.tgisinternal`)
+		if err != nil {
+			return nil, err
+		}
+		triggers := make([]planner.Trigger, len(rows))
+		for i, r := range rows {
+			triggers[i] = planner.Trigger{TableSchema: r[0], Table: r[1], FuncSchema: r[2], Func: r[3]}
+		}
+		return planner.NewFunctions(bodies, triggers), nil
+	})
+}
+
+// cachedByDB returns the snapshot pick(sc) holds for db, or loads it and
+// keeps it unless the cache was cleared meanwhile (DDL ran while it was
+// read: it may not show that DDL).
+func cachedByDB[T any](sc *schemaCache, pick func(*schemaCache) map[string]T, db string, load func() (T, error)) (T, error) {
 	sc.mu.RLock()
-	f, ok := sc.funcs[db]
+	v, ok := pick(sc)[db]
 	generation := sc.generation
 	sc.mu.RUnlock()
 	if ok {
-		return f, nil
+		return v, nil
 	}
-	rows, err := sc.srv.adminQuery(context.Background(), db, `SELECT n.nspname, p.proname, l.lanname, p.prosrc,
-			CASE WHEN l.lanname = 'plpgsql' OR p.prosqlbody IS NOT NULL THEN pg_catalog.pg_get_functiondef(p.oid) ELSE '' END
-		FROM pg_catalog.pg_proc p
-		JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-		JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-		WHERE l.lanname IN ('sql', 'plpgsql') AND p.prokind IN ('f', 'p')
-			AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-			AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
-				WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid AND d.deptype = 'e')`)
+	v, err := load()
 	if err != nil {
-		return nil, err
+		return v, err
 	}
-	bodies := make([]planner.FunctionBody, 0, len(rows))
-	for _, r := range rows {
-		b := planner.FunctionBody{Schema: r[0], Name: r[1]}
-		switch {
-		case r[2] == "plpgsql":
-			b.SQL = planner.PLpgSQLStatements(r[4])
-		case r[4] != "":
-			b.SQL = []string{r[4]} // BEGIN ATOMIC: the whole CREATE FUNCTION parses
-		default:
-			b.SQL = []string{r[3]}
-		}
-		bodies = append(bodies, b)
-	}
-	rows, err = sc.srv.adminQuery(context.Background(), db, `SELECT n.nspname, c.relname, fn.nspname, p.proname
-		FROM pg_catalog.pg_trigger tg
-		JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		JOIN pg_catalog.pg_proc p ON p.oid = tg.tgfoid
-		JOIN pg_catalog.pg_namespace fn ON fn.oid = p.pronamespace
-		WHERE NOT tg.tgisinternal`)
-	if err != nil {
-		return nil, err
-	}
-	triggers := make([]planner.Trigger, len(rows))
-	for i, r := range rows {
-		triggers[i] = planner.Trigger{TableSchema: r[0], Table: r[1], FuncSchema: r[2], Func: r[3]}
-	}
-	f = planner.NewFunctions(bodies, triggers)
 	sc.mu.Lock()
 	if sc.generation == generation {
-		sc.funcs[db] = f
+		pick(sc)[db] = v
 	}
 	sc.mu.Unlock()
-	return f, nil
+	return v, nil
 }
 
 // ColumnNames returns a table's columns in order, for an INSERT without

@@ -2,7 +2,6 @@ package router_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -267,29 +266,13 @@ func TestTableBufferForRunsOut(t *testing.T) {
 // shard-0).
 func withProbeGroup(t *testing.T, base *topo.Topology, table, shard string) *topo.Topology {
 	t.Helper()
-	raw, err := json.Marshal(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if shard != "" {
-		doc["shard_groups"] = append(doc["shard_groups"].([]any), map[string]any{"uid": "cutover_probe",
-			"key_ranges": []any{map[string]any{"shard_uid": shard}}})
-		tables := doc["databases"].(map[string]any)["store"].(map[string]any)["schemas"].(map[string]any)["public"].(map[string]any)["tables"].(map[string]any)
-		tables[table] = map[string]any{"shard_group": "cutover_probe"}
-	}
-	raw, err = json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := topo.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return top
+	return editTopology(t, base, func(doc map[string]any) {
+		if shard != "" {
+			doc["shard_groups"] = append(doc["shard_groups"].([]any), map[string]any{"uid": "cutover_probe",
+				"key_ranges": []any{map[string]any{"shard_uid": shard}}})
+			storeTables(doc)[table] = map[string]any{"shard_group": "cutover_probe"}
+		}
+	})
 }
 
 // applyTopology stores top as a data-movement workflow would and waits

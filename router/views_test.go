@@ -46,8 +46,7 @@ func TestViewOverShardedTableIsRefused(t *testing.T) {
 			rows.Close()
 			err = rows.Err()
 		}
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Message, "view over tables on other shards") {
+		if !refusedFor(err, "view over tables on other shards") {
 			t.Errorf("%s (%v): %v, want 0A000 for a view over tables on other shards", sql, mode, err)
 		}
 	}
@@ -117,8 +116,7 @@ func TestRuleWritingElsewhereIsRefused(t *testing.T) {
 	applyTopology(t, withTableInCustomerData(t, base, "rule_users"))
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
 		_, err := conn.Exec(ctx, "INSERT INTO rule_users VALUES (42, 'a')", mode)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Message, "whose rule names") {
+		if !refusedFor(err, "whose rule names") {
 			t.Errorf("%v: %v, want 0A000 for a rule writing elsewhere", mode, err)
 		}
 	}
@@ -128,4 +126,11 @@ func TestRuleWritingElsewhereIsRefused(t *testing.T) {
 			t.Errorf("rule_log on %s: %d rows, %v; want 0", shard, logged, err)
 		}
 	}
+}
+
+// refusedFor reports an error with SQLSTATE 0A000 whose message holds
+// reason.
+func refusedFor(err error, reason string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "0A000" && strings.Contains(pe.Message, reason)
 }

@@ -151,30 +151,11 @@ func (e *exactness) value(n *pg_query.Node, refs []*tableRef) bool {
 // integer or numeric column, or, naming no table's column, whose every
 // subquery output of that name is exact.
 func (e *exactness) column(cr *pg_query.ColumnRef, refs []*tableRef) bool {
-	var qual, name string
-	switch len(cr.Fields) {
-	case 1:
-		name = cr.Fields[0].GetString_().GetSval()
-	case 2:
-		qual, name = cr.Fields[0].GetString_().GetSval(), cr.Fields[1].GetString_().GetSval()
-	default:
+	name, tables, qualifiedMiss, ok := e.c.columnTables(cr, refs)
+	if !ok || qualifiedMiss {
 		return false
 	}
-	found := false
-	for _, r := range refs {
-		if r.catalog || qual != "" && r.qualifier() != qual {
-			continue
-		}
-		cols, err := e.c.columnNames(r.name)
-		if err != nil {
-			return false
-		}
-		if !contains(cols, name) {
-			if qual != "" {
-				return false
-			}
-			continue
-		}
+	for _, r := range tables {
 		t, err := e.c.columnType(r.name, name)
 		if err != nil {
 			return false
@@ -184,8 +165,8 @@ func (e *exactness) column(cr *pg_query.ColumnRef, refs []*tableRef) bool {
 		default:
 			return false
 		}
-		found = true
 	}
+	found := len(tables) > 0
 	// The name may also be a derived table's or CTE's column: every
 	// output of that name must be exact too.
 	defs := e.outputs[name]

@@ -94,29 +94,11 @@ func (c *planCtx) keepsOneOfEqual(sel *pg_query.SelectStmt, refs []*tableRef) bo
 // several equal values; a derived column of citext grouped again outside
 // its subquery is the known gap.
 func (c *planCtx) columnAlike(cr *pg_query.ColumnRef, refs []*tableRef) bool {
-	var qual, name string
-	switch len(cr.Fields) {
-	case 1:
-		name = cr.Fields[0].GetString_().GetSval()
-	case 2:
-		qual, name = cr.Fields[0].GetString_().GetSval(), cr.Fields[1].GetString_().GetSval()
-	default:
+	name, tables, _, ok := c.columnTables(cr, refs)
+	if !ok {
 		return false
 	}
-	if name == "" {
-		return false // *
-	}
-	for _, r := range refs {
-		if r.catalog || qual != "" && r.qualifier() != qual {
-			continue
-		}
-		cols, err := c.columnNames(r.name)
-		if err != nil {
-			return false
-		}
-		if !contains(cols, name) {
-			continue
-		}
+	for _, r := range tables {
 		t, err := c.columnType(r.name, name)
 		if err != nil || !alikeWhenEqual(t) {
 			return false
@@ -129,6 +111,42 @@ func (c *planCtx) columnAlike(cr *pg_query.ColumnRef, refs []*tableRef) bool {
 		}
 	}
 	return true
+}
+
+// columnTables resolves a column reference (name, or qualifier.name) to
+// the tables of refs, catalogs aside, that may hold it: those (named by
+// the qualifier, if any) whose columns include name. qualifiedMiss: a
+// table the qualifier names lacks the column (a derived table's alias
+// shadowing it, or an error Postgres reports). ok is false for other
+// shapes (*, more parts) or when a table's columns cannot be read.
+func (c *planCtx) columnTables(cr *pg_query.ColumnRef, refs []*tableRef) (name string, tables []*tableRef, qualifiedMiss, ok bool) {
+	var qual string
+	switch len(cr.Fields) {
+	case 1:
+		name = cr.Fields[0].GetString_().GetSval()
+	case 2:
+		qual, name = cr.Fields[0].GetString_().GetSval(), cr.Fields[1].GetString_().GetSval()
+	default:
+		return "", nil, false, false
+	}
+	if name == "" {
+		return "", nil, false, false // *
+	}
+	for _, r := range refs {
+		if r.catalog || qual != "" && r.qualifier() != qual {
+			continue
+		}
+		cols, err := c.columnNames(r.name)
+		if err != nil {
+			return "", nil, false, false
+		}
+		if contains(cols, name) {
+			tables = append(tables, r)
+		} else if qual != "" {
+			qualifiedMiss = true
+		}
+	}
+	return name, tables, qualifiedMiss, true
 }
 
 // typmodSchema is what a Schema may also answer: a column's type
