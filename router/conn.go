@@ -319,9 +319,17 @@ func (c *clientConn) session(ctx context.Context, shard string, replica bool) (*
 	if replica {
 		key += "\x00replica"
 	}
+	return c.sessionAt(ctx, key, shard, replica, true)
+}
+
+// sessionAt returns the stream the session keeps under key to an
+// instance of shard, opening it on first use and again when the shard's
+// instances changed (a stream of an open transaction, inTx, is kept: its
+// transaction lives there).
+func (c *clientConn) sessionAt(ctx context.Context, key, shard string, replica, inTx bool) (*backendSession, error) {
 	gen := c.srv.shards.gen.Load()
 	b := c.backends[key]
-	if b != nil && (b.gen == gen || c.tx.has(shard)) {
+	if b != nil && (b.gen == gen || inTx && c.tx.has(shard)) {
 		return b, nil
 	}
 	in, err := c.srv.shards.pick(shard, replica)

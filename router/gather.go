@@ -199,35 +199,7 @@ func (c *clientConn) txLocalSettings() []string {
 // computeSession returns the client's second stream to shard's primary,
 // the one gathers compute on, opening it on first use.
 func (c *clientConn) computeSession(ctx context.Context, shard string) (*backendSession, error) {
-	key := shard + "\x00compute"
-	gen := c.srv.shards.gen.Load()
-	b := c.backends[key]
-	if b != nil && b.gen == gen {
-		return b, nil
-	}
-	in, err := c.srv.shards.pick(shard, false)
-	if err != nil {
-		return nil, err
-	}
-	if b != nil {
-		if b.inst == in {
-			b.gen = gen
-			return b, nil
-		}
-		c.dropSession(b)
-	}
-	var sess *sidecar.ClientSession
-	if in.rec.SessionAddr != "" {
-		sess, err = c.dialFramed(ctx, in)
-	} else {
-		sess, err = in.client.OpenCancelableSession(ctx, c.database, c.user, c.cancelToken)
-	}
-	if err != nil {
-		return nil, err
-	}
-	b = &backendSession{shard: shard, inst: in, sess: sess, gen: gen}
-	c.backends[key] = b
-	return b, nil
+	return c.sessionAt(ctx, shard+"\x00compute", shard, false, false)
 }
 
 // gathering is one gather's state on its computing backend.

@@ -145,27 +145,17 @@ func (s *sessionSettings) setTessera(name, value string) error {
 		}
 		s.ddlStrategy = value
 	case "tessera.auto_prepare":
-		switch value {
-		case "on", "true", "yes", "1":
-			value = "on"
-		case "off", "false", "no", "0":
-			value = "off"
-		case "default":
-		default:
-			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.auto_prepare": %q (on or off)`, value)
+		v, err := onOff(name, value)
+		if err != nil {
+			return err
 		}
-		s.autoPrep = value
+		s.autoPrep = v
 	case "tessera.gather":
-		switch value {
-		case "on", "true", "yes", "1":
-			value = "on"
-		case "off", "false", "no", "0":
-			value = "off"
-		case "default":
-		default:
-			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.gather": %q (on or off)`, value)
+		v, err := onOff(name, value)
+		if err != nil {
+			return err
 		}
-		s.gather = value
+		s.gather = v
 	case "tessera.gather_limit":
 		if _, err := parseGatherLimit(value); err != nil && value != "default" {
 			return pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "tessera.gather_limit": %q (bytes, or a number of kB, MB or GB)`, value)
@@ -175,6 +165,20 @@ func (s *sessionSettings) setTessera(name, value string) error {
 		return pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
 	}
 	return nil
+}
+
+// onOff reads a boolean setting's value as Postgres reads a bool (on,
+// true, yes, 1 and their opposites), keeping "default".
+func onOff(name, value string) (string, error) {
+	switch value {
+	case "on", "true", "yes", "1":
+		return "on", nil
+	case "off", "false", "no", "0":
+		return "off", nil
+	case "default":
+		return value, nil
+	}
+	return "", pgerr.New(pgerr.InvalidParameterValue, `invalid value for parameter "%s": %q (on or off)`, strings.ToLower(name), value)
 }
 
 // showTessera returns one of Tessera's own settings.
