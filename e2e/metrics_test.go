@@ -4,8 +4,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -43,21 +45,19 @@ func TestTemporalMetrics(t *testing.T) {
 	if err := run.Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
-	samples := map[string]uint64{}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			ours := false
-			for _, l := range m.GetLabel() {
-				ours = ours || l.GetName() == "activity_type" && l.GetValue() == "greetActivity" ||
-					l.GetName() == "workflow_type" && l.GetValue() == "greetWorkflow"
-			}
-			if h := m.GetHistogram(); ours && h != nil {
-				samples[mf.GetName()] += h.GetSampleCount()
-			}
+	// The worker records the workflow's end-to-end latency after it
+	// answers the last workflow task, which may be after run.Get returns:
+	// gather until both durations are there, for a few seconds.
+	var samples map[string]uint64
+	var mfs []*dto.MetricFamily
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if mfs, err = reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+		samples = greetSamples(mfs)
+		if samples["temporal_activity_execution_latency_seconds"] >= 1 && samples["temporal_workflow_endtoend_latency_seconds"] >= 1 ||
+			time.Now().After(deadline) {
+			break
 		}
 	}
 	t.Logf("histogram samples of the workflow and its activity: %v", samples)
@@ -88,4 +88,23 @@ func TestTemporalMetrics(t *testing.T) {
 	if read == 0 {
 		t.Error("the dashboard reads none of the worker's metrics")
 	}
+}
+
+// greetSamples counts the histogram samples of greetWorkflow's and
+// greetActivity's metrics, by metric name.
+func greetSamples(mfs []*dto.MetricFamily) map[string]uint64 {
+	samples := map[string]uint64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			ours := false
+			for _, l := range m.GetLabel() {
+				ours = ours || l.GetName() == "activity_type" && l.GetValue() == "greetActivity" ||
+					l.GetName() == "workflow_type" && l.GetValue() == "greetWorkflow"
+			}
+			if h := m.GetHistogram(); ours && h != nil {
+				samples[mf.GetName()] += h.GetSampleCount()
+			}
+		}
+	}
+	return samples
 }
