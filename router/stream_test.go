@@ -75,24 +75,27 @@ func checkMergeStreams(t *testing.T, ref *pgx.Conn) {
 
 // checkErrorMidStream: a shard that fails after sending rows (a division
 // by zero at one row of an index-ordered scan) gives the client
-// Postgres's own error after the rows before it, and the session goes on.
+// Postgres's own error, and the session goes on. How many rows come
+// before the error is not Postgres's to compare: the merge may see one
+// shard's error before it can order any row (a driver drops those rows
+// anyway), so the error may come first.
 func checkErrorMidStream(t *testing.T, ref *pgx.Conn, n int64) {
 	ctx := context.Background()
 	sql := fmt.Sprintf("SELECT customer_id, order_id, 10 / (order_id - %d) FROM orders WHERE order_id >= %d ORDER BY customer_id, order_id",
 		spillOrderBase+n/2, spillOrderBase)
 	answer := func(conn *pgx.Conn) (int, *pgconn.PgError) {
-		rows, err := conn.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
 		count := 0
-		for rows.Next() {
-			count++
+		rows, err := conn.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+		if err == nil {
+			for rows.Next() {
+				count++
+			}
+			err = rows.Err()
+			rows.Close()
 		}
 		var pgErr *pgconn.PgError
-		if !errors.As(rows.Err(), &pgErr) {
-			t.Fatalf("%s: got %v, want an error", sql, rows.Err())
+		if !errors.As(err, &pgErr) {
+			t.Fatalf("%s: got %v, want an error", sql, err)
 		}
 		return count, pgErr
 	}
