@@ -395,6 +395,9 @@ func (c *clientConn) dropSession(b *backendSession) {
 // CancelRequest ends the wait.
 func (c *clientConn) run(b *backendSession, batch *pb.Batch, emit func(chunk []byte, last bool) error) (sidecar.Result, error) {
 	batch.Settings = c.settings.list
+	if len(c.batch.shows) > 0 {
+		batch.Settings = c.settings.withShown(c.batch.shows)
+	}
 	c.runMu.Lock()
 	c.runningOn = b
 	c.runMu.Unlock()

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/binary"
+	"strings"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/router/planner"
@@ -50,6 +51,9 @@ type extBatch struct {
 	skip    bool    // an error: discard messages until Sync
 	sets    []*routed
 	notes   []*routed // what the session records once the batch ran (noteSuccess)
+	// shows are the tessera.* settings the batch SHOWs: a shard answers
+	// them, so the batch carries their values (settings.withShown).
+	shows []string
 	// unnamedHere: the unnamed statement was parsed in this batch, so
 	// the backend that runs its Bind has it.
 	unnamedHere bool
@@ -80,9 +84,23 @@ func (b *extBatch) reset() {
 	b.group = -1
 	b.frontend = b.frontend[:0]
 	b.prepared = b.prepared[:0]
-	b.r, b.backend, b.skip, b.sets, b.notes = nil, false, false, nil, nil
+	b.r, b.backend, b.skip, b.sets, b.notes, b.shows = nil, false, false, nil, nil, nil
 	b.unnamedHere, b.notReads = false, false
 	b.binds, b.first, b.replannable = 0, nil, false
+}
+
+// noteShow marks the batch as showing p's tessera.* setting when p is
+// such a SHOW: the shard that parses, describes or runs it answers from
+// its session (Postgres refuses to describe a setting it does not know),
+// so the batch carries the setting (settings.withShown).
+func (c *clientConn) noteShow(p *prepared) {
+	st := p.stmt
+	if st == nil || st.Kind != planner.Show || !strings.HasPrefix(strings.ToLower(st.Name), "tessera.") {
+		return
+	}
+	if _, err := c.settings.showTessera(st.Name); err == nil {
+		c.batch.shows = append(c.batch.shows, st.Name)
+	}
 }
 
 // extended handles Parse, Bind, Describe, Execute, Close and Flush.
@@ -176,6 +194,7 @@ func (c *clientConn) parse(msg []byte) error {
 		if err := c.guardExtendedInsert(context.Background(), p.stmt); err != nil {
 			return err
 		}
+		c.noteShow(p)
 	}
 	if name == "" {
 		c.unnamed = p
@@ -373,6 +392,8 @@ func (c *clientConn) bind(msg []byte) error {
 		c.batch.sets = append(c.batch.sets, r)
 	case kindSet:
 		c.batch.sets = append(c.batch.sets, r)
+	case kindTesseraShow:
+		c.noteShow(p)
 	}
 	if r.relations != nil || r.declares != "" || r.deallocates {
 		c.batch.notes = append(c.batch.notes, r)
@@ -511,6 +532,7 @@ func (c *clientConn) describe(msg []byte) error {
 		if err != nil {
 			return err
 		}
+		c.noteShow(p)
 		if c.batch.r == nil {
 			r := c.route(p.stmt, nil)
 			if r.err != nil || len(r.shards) == 0 || r.mode != routeOne {

@@ -212,6 +212,31 @@ func (s *sessionSettings) showTessera(name string) (string, error) {
 	return "", pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
 }
 
+// withShown returns the settings a batch carries when it SHOWs Tessera's
+// settings names through the extended protocol: a shard answers that SHOW
+// from its session, which knows a tessera.* setting only once the client
+// SET it, so each named one goes with the value the router would show
+// (its default included). A SET earlier in the same batch still runs
+// before the SHOW on the shard, as it would on one Postgres.
+func (s *sessionSettings) withShown(names []string) []*pb.Setting {
+	list := make([]*pb.Setting, 0, len(s.list)+len(names))
+	shown := make(map[string]string, len(names))
+	for _, name := range names {
+		if v, err := s.showTessera(name); err == nil {
+			shown[strings.ToLower(name)] = v
+		}
+	}
+	for _, x := range s.list {
+		if _, ok := shown[x.Name]; !ok {
+			list = append(list, x)
+		}
+	}
+	for name, v := range shown {
+		list = append(list, &pb.Setting{Name: name, Value: v})
+	}
+	return list
+}
+
 // queryMemoryBytes is the session's memory budget per query.
 func (s *sessionSettings) queryMemoryBytes() int64 {
 	if s.queryMemory == 0 {
