@@ -10,7 +10,7 @@ import (
 // TestShowTesseraSettingInEveryProtocol: SHOW tessera.* answers the
 // setting's value in every query protocol: its default before the
 // session SET it (a shard answering from its own session knew nothing
-// of it and said ''), the value SET, the default again after RESET, and
+// of it and said ”), the value SET, the default again after RESET, and
 // a SET followed by a SHOW in one pipeline.
 func TestShowTesseraSettingInEveryProtocol(t *testing.T) {
 	t.Parallel()
