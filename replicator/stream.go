@@ -221,7 +221,11 @@ func (s *Stream) Run(ctx context.Context) error {
 	nextStatus := time.Now()
 	for {
 		if (s.StopAt != 0 && (d.applied >= s.StopAt || d.reachedStop)) || d.reachedMessage {
-			return s.sendStatus(ctx, conn, d.applied, false)
+			if err := s.sendStatus(ctx, conn, d.applied, false); err != nil {
+				return err
+			}
+			endStreaming(conn)
+			return nil
 		}
 		if !time.Now().Before(nextStatus) {
 			// Asking for a reply brings a keepalive with the source's
@@ -285,6 +289,22 @@ func (s *Stream) checkSource(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN
 	}
 	return pglogrepl.ParseLSN(*confirmed)
 }
+
+// endStreaming ends the replication command as the protocol means a
+// client to: its CopyDone, which the walsender answers only after reading
+// what came before it (the last status update) and which makes it release
+// the slot. When Run returns at its stop, the slot has then confirmed the
+// position and is free for the next stream, rather than some moments
+// later (a closed socket is noticed when the walsender next reads). A
+// failure is not Run's: what was applied lives in the targets' origins,
+// and the slot's confirmation only bounds the WAL the source keeps.
+func endStreaming(conn *pgconn.PgConn) {
+	conn.Conn().SetDeadline(time.Now().Add(streamEndWait))
+	pglogrepl.SendStandbyCopyDone(context.Background(), conn)
+}
+
+// streamEndWait bounds endStreaming's wait for the walsender's answer.
+const streamEndWait = 10 * time.Second
 
 func (s *Stream) sendStatus(ctx context.Context, conn *pgconn.PgConn, applied pglogrepl.LSN, reply bool) error {
 	if applied == 0 {
