@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tesseradb/tessera/activities"
+	"github.com/tesseradb/tessera/dev/testwatch"
 	"github.com/tesseradb/tessera/pgmanager"
 	"github.com/tesseradb/tessera/sidecar"
 	"github.com/tesseradb/tessera/topo/store"
@@ -38,6 +39,7 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	defer testwatch.Start()()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	base, err := os.MkdirTemp("", "activities-test-")

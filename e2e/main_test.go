@@ -23,6 +23,7 @@ import (
 	"github.com/tesseradb/tessera/activities"
 	"github.com/tesseradb/tessera/dev"
 	"github.com/tesseradb/tessera/dev/temporal"
+	"github.com/tesseradb/tessera/dev/testwatch"
 	"github.com/tesseradb/tessera/topo/store"
 	"github.com/tesseradb/tessera/worker"
 	"github.com/tesseradb/tessera/workflows"
@@ -56,6 +57,7 @@ func run(m *testing.M) int {
 	if spec := os.Getenv(replicatorWorkerEnv); spec != "" {
 		return runReplicatorWorkerProcess(spec)
 	}
+	defer testwatch.Start()()
 	base, err := os.MkdirTemp("", "e2e-")
 	if err != nil {
 		log.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tesseradb/tessera/dev"
+	"github.com/tesseradb/tessera/dev/testwatch"
 )
 
 // cluster is one dev cluster for the package: shard-0 (the authoritative
@@ -34,6 +35,7 @@ func run(m *testing.M) int {
 		// worker processes must not each start one.
 		return m.Run()
 	}
+	defer testwatch.Start()()
 	base, err := os.MkdirTemp("", "router-test-")
 	if err != nil {
 		log.Fatal(err)

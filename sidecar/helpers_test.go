@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/tesseradb/tessera/dev/testwatch"
 	"github.com/tesseradb/tessera/pgmanager"
 	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
@@ -33,6 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
+	defer testwatch.Start()()
 	flag.Parse()
 	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
 		// Fuzzing needs no Postgres, and its worker processes must not

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tesseradb/tessera/dev/testwatch"
 	"github.com/tesseradb/tessera/pgmanager"
 )
 
@@ -26,6 +27,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testwatch.Start()
 	code := m.Run()
 	if pgInst != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

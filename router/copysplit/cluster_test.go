@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tesseradb/tessera/dev"
+	"github.com/tesseradb/tessera/dev/testwatch"
 	"github.com/tesseradb/tessera/topo"
 	"github.com/tesseradb/tessera/topo/shardfunc"
 )
@@ -37,6 +38,7 @@ var shardUIDs = []string{"shard-0", "copy-1", "copy-2", "copy-3"}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	testwatch.Start()
 	code := m.Run()
 	if cluster != nil {
 		cluster.Stop(context.Background())

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tesseradb/tessera/dev"
+	"github.com/tesseradb/tessera/dev/testwatch"
 )
 
 // The differential tests (TestDifferential, TestQueryGen, TestTPCH) share
@@ -35,6 +36,7 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
+	testwatch.Start()
 	code := m.Run()
 	if shared.cluster != nil {
 		shared.cluster.Stop(context.Background())

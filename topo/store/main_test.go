@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/tesseradb/tessera/dev/testwatch"
 	"github.com/tesseradb/tessera/topo/store/etcdembed"
 )
 
@@ -22,6 +23,7 @@ func testClientConfig() clientv3.Config {
 }
 
 func TestMain(m *testing.M) {
+	testwatch.Start()
 	srv, err := etcdembed.StartServer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
