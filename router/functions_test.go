@@ -108,3 +108,59 @@ END $$`,
 	}
 	mustExec(t, conn, "DROP TRIGGER trig_users_note ON trig_users", "INSERT INTO trig_users VALUES (42, 'a'), (1, 'b')")
 }
+
+// A function running dynamic SQL and a DO block run where the router
+// sends them (the authoritative shard) and would see or change only that
+// shard's rows of a sharded table: a DO block updating customers changed
+// none of them, a function counting them by EXECUTE answered 0. Both are
+// refused with 0A000; a DO block over an unsharded table runs.
+func TestDoBlockAndDynamicSQLAreRefused(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "store")
+	mustExec(t, conn,
+		"CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)",
+		"DELETE FROM customers WHERE customer_id BETWEEN 7730000 AND 7730099",
+		"CREATE TABLE IF NOT EXISTS do_plain (id int PRIMARY KEY)",
+		"DELETE FROM do_plain",
+		`CREATE OR REPLACE FUNCTION fn_dynamic() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+  EXECUTE 'SELECT count(*) FROM customers WHERE customer_id BETWEEN 7730000 AND 7730099' INTO n;
+  RETURN n;
+END $$`,
+	)
+	t.Cleanup(func() {
+		mustExec(t, connect(t, "store"), "DROP FUNCTION IF EXISTS fn_dynamic()",
+			"DELETE FROM customers WHERE customer_id BETWEEN 7730000 AND 7730099")
+	})
+	var values []string
+	for i := range 100 {
+		values = append(values, fmt.Sprintf("(%d, 'd%d')", 7730000+i, i))
+	}
+	mustExec(t, conn, "INSERT INTO customers VALUES "+strings.Join(values, ", "))
+
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		var n int64
+		err := conn.QueryRow(ctx, "SELECT fn_dynamic()", mode).Scan(&n)
+		if !refusedFor(err, "a function that reads tables on other shards") {
+			t.Errorf("SELECT fn_dynamic() (%v): %d, %v; want 0A000 (one Postgres answers 100)", mode, n, err)
+		}
+		_, err = conn.Exec(ctx, "DO $$BEGIN UPDATE customers SET name = 'changed' WHERE customer_id BETWEEN 7730000 AND 7730099; END$$", mode)
+		if !refusedFor(err, "a DO block that reads or writes tables on other shards") {
+			t.Errorf("DO updating customers (%v): %v; want 0A000", mode, err)
+		}
+		_, err = conn.Exec(ctx, "DO $$BEGIN EXECUTE 'DELETE FROM do_plain'; END$$", mode)
+		if !refusedFor(err, "a DO block that reads or writes tables on other shards") {
+			t.Errorf("DO running dynamic SQL (%v): %v; want 0A000", mode, err)
+		}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("DO $$BEGIN INSERT INTO do_plain VALUES (%d); END$$", len(mode.String())), mode); err != nil {
+			t.Errorf("DO over an unsharded table (%v): %v", mode, err)
+		}
+	}
+	if n := count(t, conn, "SELECT count(*) FROM customers WHERE customer_id BETWEEN 7730000 AND 7730099 AND name = 'changed'"); n != 0 {
+		t.Errorf("%d customers changed by a refused DO block", n)
+	}
+	if n := count(t, conn, "SELECT count(*) FROM do_plain"); n != 2 {
+		t.Errorf("do_plain holds %d rows, want the 2 the DO blocks inserted", n)
+	}
+}

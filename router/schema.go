@@ -145,7 +145,8 @@ func (sc *schemaCache) ColumnTypmod(db, schema, table, column string) (int32, er
 	return int32(n), nil
 }
 
-// Functions returns the database's SQL and PL/pgSQL functions (those of
+// Functions returns the database's functions in SQL, PL/pgSQL and other
+// procedural languages (not C or internal ones; those of
 // extensions aside) with the statements of their bodies, and its
 // triggers, for the planner to refuse a call of a function, or a write
 // firing a trigger, that reads tables on other shards
@@ -157,7 +158,7 @@ func (sc *schemaCache) Functions(db string) (*planner.Functions, error) {
 			FROM pg_catalog.pg_proc p
 			JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 			JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-			WHERE l.lanname IN ('sql', 'plpgsql') AND p.prokind IN ('f', 'p')
+			WHERE l.lanname NOT IN ('internal', 'c') AND p.prokind IN ('f', 'p')
 				AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 				AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
 					WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid AND d.deptype = 'e')`)
@@ -169,7 +170,10 @@ func (sc *schemaCache) Functions(db string) (*planner.Functions, error) {
 			b := planner.FunctionBody{Schema: r[0], Name: r[1]}
 			switch {
 			case r[2] == "plpgsql":
-				b.SQL = planner.PLpgSQLStatements(r[4])
+				b.SQL, b.Opaque = planner.PLpgSQLStatements(r[4])
+			case r[2] != "sql":
+				// plpython, plperl, ...: it may run any SQL.
+				b.Opaque = true
 			case r[4] != "":
 				b.SQL = []string{r[4]} // BEGIN ATOMIC: the whole CREATE FUNCTION parses
 			default:

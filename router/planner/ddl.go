@@ -29,6 +29,8 @@ func (c *planCtx) planUtility(st *Statement, n *pg_query.Node, f *facts) {
 		c.checkFunctions(st, f) // a procedure's body: functions.go
 	}
 	switch x := n.GetNode().(type) {
+	case *pg_query.Node_DoStmt:
+		c.checkDo(st, x.DoStmt)
 	case *pg_query.Node_CreateStmt:
 		c.ddl(st, x.CreateStmt.Relation, false)
 	case *pg_query.Node_ViewStmt:

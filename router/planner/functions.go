@@ -16,9 +16,10 @@ import (
 // the table's rows. The planner therefore refuses a statement calling a
 // function whose body reads (directly or through the functions it calls)
 // a table with rows on any shard but the one the statement runs on. It
-// reads the bodies of SQL and PL/pgSQL functions; what it cannot read (a
-// dynamic EXECUTE, other languages) is let through: the known gap
-// (docs/router.md).
+// reads the bodies of SQL and PL/pgSQL functions; a body it cannot read
+// (a dynamic EXECUTE, another procedural language) may read anything, and
+// is refused wherever it is reached on a topology of several shards. A DO
+// block is read the same way (checkDo).
 
 // Functions is a snapshot of one database's functions written in SQL or
 // PL/pgSQL (outside pg_catalog, information_schema and extensions), and
@@ -36,13 +37,19 @@ type function struct {
 	// an unqualified one resolves by the caller's search path.
 	tables [][2]string
 	calls  []string // lower-case names of the functions it calls
+	// opaque: the body names tables the router cannot see (dynamic SQL,
+	// another language).
+	opaque bool
 }
 
 // FunctionBody is one function as the catalog gives it: SQL is the text
-// of its body's statements (each parsed on its own).
+// of its body's statements (each parsed on its own). Opaque marks a body
+// whose statements are not all in SQL: a dynamic EXECUTE, or a language
+// other than SQL and PL/pgSQL.
 type FunctionBody struct {
 	Schema, Name string
 	SQL          []string
+	Opaque       bool
 }
 
 // Trigger is a trigger's table and function.
@@ -59,7 +66,7 @@ func NewFunctions(bodies []FunctionBody, triggers []Trigger) *Functions {
 		fs.triggers[k] = append(fs.triggers[k], [2]string{strings.ToLower(tg.FuncSchema), strings.ToLower(tg.Func)})
 	}
 	for _, b := range bodies {
-		fn := &function{schema: strings.ToLower(b.Schema)}
+		fn := &function{schema: strings.ToLower(b.Schema), opaque: b.Opaque}
 		for _, sql := range b.SQL {
 			fn.read(sql)
 		}
@@ -174,25 +181,75 @@ func (c *planCtx) readsElsewhere(fs *Functions, name, schema string, ok func(*to
 			continue
 		}
 		seen[fn.schema+"."+name] = true
-		for _, t := range fn.tables {
-			if t[0] == "pg_catalog" || t[0] == "information_schema" || t[0] == "" && strings.HasPrefix(t[1], "pg_") {
-				continue
-			}
-			s := t[0]
-			if s == "" {
-				s = c.searchSchema(t[1])
-			}
-			if !ok(c.top.Resolve(c.in.Database, s, t[1])) {
-				return fn.schema + "." + name, s + "." + t[1]
-			}
-		}
-		for _, call := range fn.calls {
-			if f, t := c.readsElsewhere(fs, call, "", ok, seen); f != "" {
-				return f, t
-			}
+		if t := c.bodyReadsElsewhere(fs, fn, ok, seen); t != "" {
+			return fn.schema + "." + name, t
 		}
 	}
 	return "", ""
+}
+
+// bodyReadsElsewhere returns the first table fn's body (or a function it
+// calls) reads whose placement ok refuses, or "".
+func (c *planCtx) bodyReadsElsewhere(fs *Functions, fn *function, ok func(*topo.Placement) bool, seen map[string]bool) string {
+	if fn.opaque {
+		return "tables named only when it runs (dynamic SQL or a language other than SQL and PL/pgSQL)"
+	}
+	for _, t := range fn.tables {
+		if t[0] == "pg_catalog" || t[0] == "information_schema" || t[0] == "" && strings.HasPrefix(t[1], "pg_") {
+			continue
+		}
+		s := t[0]
+		if s == "" {
+			s = c.searchSchema(t[1])
+		}
+		if !ok(c.top.Resolve(c.in.Database, s, t[1])) {
+			return s + "." + t[1]
+		}
+	}
+	for _, call := range fn.calls {
+		if f, t := c.readsElsewhere(fs, call, "", ok, seen); f != "" {
+			return t + " (through " + f + ")"
+		}
+	}
+	return ""
+}
+
+// checkDo refuses a DO block that reads or writes a table whose rows are
+// not all on the shard it runs on (the authoritative one), or whose body
+// the router cannot read: it would see or change only that shard's part.
+func (c *planCtx) checkDo(st *Statement, do *pg_query.DoStmt) {
+	if st.Err != nil || len(c.top.Shards()) == 1 {
+		return
+	}
+	body, lang := "", "plpgsql"
+	for _, a := range do.Args {
+		de := a.GetDefElem()
+		switch de.GetDefname() {
+		case "as":
+			body = de.Arg.GetString_().GetSval()
+		case "language":
+			lang = strings.ToLower(de.Arg.GetString_().GetSval())
+		}
+	}
+	const tag = "$tessera_do$"
+	if lang != "plpgsql" || strings.Contains(body, tag) {
+		st.Err = unsupported("a DO block in language %s is not supported yet: the router cannot see which tables it reads", lang)
+		return
+	}
+	stmts, opaque := PLpgSQLStatements("CREATE FUNCTION tessera_do() RETURNS void LANGUAGE plpgsql AS " + tag + body + tag)
+	fn := &function{opaque: opaque}
+	for _, sql := range stmts {
+		fn.read(sql)
+	}
+	fs, err := c.functions()
+	if err != nil {
+		st.Err = err
+		return
+	}
+	held := func(p *topo.Placement) bool { return heldWithin(p, st.Targets) }
+	if t := c.bodyReadsElsewhere(fs, fn, held, map[string]bool{}); t != "" {
+		st.Err = unsupported("a DO block that reads or writes tables on other shards is not supported yet: it reads %s", t)
+	}
 }
 
 // heldWithin reports whether every shard of runsOn holds all the rows of
@@ -220,26 +277,34 @@ func heldWithin(p *topo.Placement, runsOn []string) bool {
 
 // PLpgSQLStatements returns the SQL statements and expressions of a
 // PL/pgSQL function's body, given its CREATE FUNCTION text
-// (pg_get_functiondef): what the body names is in them. A dynamic
-// EXECUTE's text is a value the parser cannot see.
-func PLpgSQLStatements(def string) []string {
+// (pg_get_functiondef): what the body names is in them. opaque says that
+// they are not all it runs: a dynamic EXECUTE (its text is a value the
+// parser cannot see), or a body that does not parse.
+func PLpgSQLStatements(def string) (stmts []string, opaque bool) {
 	js, err := pg_query.ParsePlPgSqlToJSON(def)
 	if err != nil {
-		return nil
+		return nil, true
 	}
 	var tree any
 	if err := json.Unmarshal([]byte(js), &tree); err != nil {
-		return nil
+		return nil, true
 	}
-	var out []string
 	var visit func(any)
 	visit = func(v any) {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, e := range x {
-				if s, ok := e.(string); ok && k == "query" {
-					out = append(out, s)
-				} else {
+				switch {
+				case dynamicPLpgSQL[k]:
+					opaque = true
+					visit(e)
+				case k == "query":
+					if s, ok := e.(string); ok {
+						stmts = append(stmts, s)
+					} else {
+						visit(e)
+					}
+				default:
 					visit(e)
 				}
 			}
@@ -250,5 +315,14 @@ func PLpgSQLStatements(def string) []string {
 		}
 	}
 	visit(tree)
-	return out
+	return stmts, opaque
+}
+
+// dynamicPLpgSQL are the keys of the PL/pgSQL parse tree that run a
+// statement built at run time: EXECUTE, FOR ... IN EXECUTE, and RETURN
+// QUERY EXECUTE or OPEN ... FOR EXECUTE (their "dynquery").
+var dynamicPLpgSQL = map[string]bool{
+	"PLpgSQL_stmt_dynexecute": true,
+	"PLpgSQL_stmt_dynfors":    true,
+	"dynquery":                true,
 }

@@ -20,6 +20,7 @@ func TestFunctionsReadingTablesElsewhere(t *testing.T) {
 		{"SELECT public.n_customers()", true},
 		{"SELECT via_other()", true},
 		{"SELECT plp_count()", true},
+		{"SELECT plp_dynamic()", true}, // its body is not all readable
 		{"SELECT n_customers() FROM customers WHERE customer_id = 42", true}, // its group has two shards
 		{"SELECT count(*) FROM customers WHERE name = 'x' AND n_customers() > 0", true},
 		{"CALL n_customers()", true},
@@ -40,7 +41,7 @@ func TestFunctionsReadingTablesElsewhere(t *testing.T) {
 }
 
 func TestPLpgSQLStatements(t *testing.T) {
-	got := PLpgSQLStatements(`CREATE FUNCTION f(x int) RETURNS int LANGUAGE plpgsql AS $$
+	got, opaque := PLpgSQLStatements(`CREATE FUNCTION f(x int) RETURNS int LANGUAGE plpgsql AS $$
 BEGIN
   IF x > 0 THEN RETURN (SELECT count(*) FROM a); END IF;
   UPDATE b SET v = x;
@@ -51,6 +52,54 @@ END $$`)
 		if !strings.Contains(joined, want) {
 			t.Errorf("statements %q lack %q", joined, want)
 		}
+	}
+	if opaque {
+		t.Errorf("a body without dynamic SQL taken for opaque")
+	}
+	// Each way of running SQL built at run time makes a body opaque.
+	for _, body := range []string{
+		"BEGIN EXECUTE 'SELECT count(*) FROM ' || t; END",
+		"DECLARE r record; BEGIN FOR r IN EXECUTE 'SELECT 1' LOOP END LOOP; END",
+		"BEGIN RETURN QUERY EXECUTE 'SELECT 1'; END",
+		"DECLARE c refcursor; BEGIN OPEN c FOR EXECUTE 'SELECT 1'; END",
+		"BEGIN this does not parse; END",
+	} {
+		if _, opaque := PLpgSQLStatements("CREATE FUNCTION f(t text) RETURNS SETOF int LANGUAGE plpgsql AS $$" + body + "$$"); !opaque {
+			t.Errorf("%s: not taken for opaque", body)
+		}
+	}
+}
+
+// A DO block runs on the authoritative shard: one that reads or writes a
+// table with rows elsewhere, runs dynamic SQL, calls a function that
+// reads elsewhere, or is in another language is refused on a topology
+// of several shards; one touching only tables held there is planned.
+func TestDoBlocksReadingTablesElsewhere(t *testing.T) {
+	top := parseTopology(t, referenceTopology)
+	for _, c := range []struct {
+		sql     string
+		refused bool
+	}{
+		{"DO $$BEGIN UPDATE customers SET name = 'x'; END$$", true},
+		{"DO $$DECLARE n int; BEGIN SELECT count(*) INTO n FROM customers; END$$", true},
+		{"DO $$BEGIN PERFORM n_customers(); END$$", true},
+		{"DO $$BEGIN EXECUTE 'SELECT 1'; END$$", true},
+		{"DO LANGUAGE plperl $$ spi_exec_query('SELECT 1') $$", true},
+		{"DO $$BEGIN INSERT INTO currencies VALUES ('EUR'); END$$", false}, // a copy on shard-0
+		{"DO $$BEGIN RAISE NOTICE 'hello'; END$$", false},
+		{"DO $$DECLARE n int; BEGIN SELECT count(*) INTO n FROM pg_class; END$$", false},
+	} {
+		st := planOne(t, New(0), top, store(c.sql))
+		refused := errCode(st.Err) == "0A000"
+		if refused != c.refused {
+			t.Errorf("%s: err %v, want refused %v", c.sql, st.Err, c.refused)
+		}
+	}
+	// With one shard there is nothing elsewhere.
+	one := parseTopology(t, `{"authoritative_shard_group": "main",
+  "shard_groups": [{"uid": "main", "key_ranges": [{"shard_uid": "shard-0"}]}]}`)
+	if st := planOne(t, New(0), one, store("DO $$BEGIN EXECUTE 'SELECT 1'; END$$")); st.Err != nil {
+		t.Errorf("DO on one shard: %v", st.Err)
 	}
 }
 

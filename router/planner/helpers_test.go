@@ -118,12 +118,12 @@ func (s fakeSchema) Functions(db string) (*Functions, error) {
 }
 
 var testFunctions = NewFunctions([]FunctionBody{
-	{Schema: "public", Name: "audit", SQL: PLpgSQLStatements(`CREATE FUNCTION public.audit() RETURNS trigger LANGUAGE plpgsql AS $$
+	{Schema: "public", Name: "audit", SQL: plpgsql(`CREATE FUNCTION public.audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO audit_log VALUES (NEW.customer_id);
   RETURN NEW;
 END $$`)},
-	{Schema: "public", Name: "touch", SQL: PLpgSQLStatements(`CREATE FUNCTION public.touch() RETURNS trigger LANGUAGE plpgsql AS $$
+	{Schema: "public", Name: "touch", SQL: plpgsql(`CREATE FUNCTION public.touch() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   NEW.name := lower(NEW.name) || (SELECT code FROM countries LIMIT 1);
   RETURN NEW;
@@ -133,7 +133,8 @@ END $$`)},
 	{Schema: "public", Name: "n_currencies", SQL: []string{"SELECT count(*) FROM public.currencies"}},
 	{Schema: "public", Name: "n_local", SQL: []string{"WITH customers AS (SELECT 1) SELECT count(*) FROM customers"}},
 	{Schema: "public", Name: "log_account", SQL: []string{"UPDATE app.accounts SET n = n + 1 WHERE customer_id = $1"}},
-	{Schema: "public", Name: "plp_count", SQL: PLpgSQLStatements(`CREATE FUNCTION public.plp_count() RETURNS bigint LANGUAGE plpgsql AS $$
+	{Schema: "public", Name: "plp_dynamic", SQL: []string{"SELECT 1"}, Opaque: true},
+	{Schema: "public", Name: "plp_count", SQL: plpgsql(`CREATE FUNCTION public.plp_count() RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE n bigint;
 BEGIN
   SELECT count(*) INTO n FROM customers;
@@ -255,4 +256,10 @@ func storeTopology(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return string(doc)
+}
+
+// plpgsql is the statements of a PL/pgSQL function's body.
+func plpgsql(def string) []string {
+	stmts, _ := PLpgSQLStatements(def)
+	return stmts
 }
