@@ -39,13 +39,31 @@ func alikeWhenEqual(t shardfunc.ColumnType) bool {
 // keeps one of several equal values of a column not proven alikeWhenEqual.
 func (c *planCtx) keepsOneOfEqual(sel *pg_query.SelectStmt, refs []*tableRef) bool {
 	found := false
-	check := func(n *pg_query.Node) {
+	derived := derivedOutputs(sel)
+	var check func(n *pg_query.Node)
+	// followed: derived names already followed (or being followed, as
+	// a recursive CTE's column refers to itself): each is checked once.
+	followed := map[string]bool{}
+	check = func(n *pg_query.Node) {
 		if n == nil || found {
 			return
 		}
 		walk(n.ProtoReflect(), func(m proto.Message) bool {
-			if cr, ok := m.(*pg_query.ColumnRef); ok && !c.columnAlike(cr, refs) {
+			cr, ok := m.(*pg_query.ColumnRef)
+			if !ok {
+				return !found
+			}
+			if !c.columnAlike(cr, refs) {
 				found = true
+				return false
+			}
+			// A derived table's or CTE's output of the name: the
+			// expressions that define it must be alike too.
+			if name := lastField(cr); len(derived[name]) > 0 && !followed[name] {
+				followed[name] = true
+				for _, e := range derived[name] {
+					check(e)
+				}
 			}
 			return !found
 		})
@@ -86,13 +104,49 @@ func (c *planCtx) keepsOneOfEqual(sel *pg_query.SelectStmt, refs []*tableRef) bo
 	return found
 }
 
+// derivedOutputs maps each output name of the statement's derived tables
+// (FROM subqueries) and CTEs, as renamed by their column aliases, to the
+// expressions of every arm that define it. keepsOneOfEqual follows a
+// column of such a name to them: `SELECT x, count(*) FROM (SELECT ci AS
+// x FROM labels) s GROUP BY x` groups citext values.
+func derivedOutputs(sel *pg_query.SelectStmt) map[string][]*pg_query.Node {
+	out := map[string][]*pg_query.Node{}
+	add := func(q *pg_query.Node, renames []*pg_query.Node) {
+		inner := q.GetSelectStmt()
+		if inner == nil {
+			return
+		}
+		for _, arm := range setArms(inner, nil) {
+			for i, t := range arm.TargetList {
+				rt := t.GetResTarget()
+				name := outputName(rt)
+				if i < len(renames) {
+					name = renames[i].GetString_().GetSval()
+				}
+				if name != "" && rt.GetVal() != nil {
+					out[name] = append(out[name], rt.GetVal())
+				}
+			}
+		}
+	}
+	walk(sel.ProtoReflect(), func(m proto.Message) bool {
+		switch x := m.(type) {
+		case *pg_query.RangeSubselect:
+			add(x.Subquery, x.GetAlias().GetColnames())
+		case *pg_query.CommonTableExpr:
+			add(x.Ctequery, x.Aliascolnames)
+		}
+		return true
+	})
+	return out
+}
+
 // columnAlike reports a column reference that names, in every table of
 // refs that has a column of its name, a column whose equal values are
 // written alike. A name no table has (a derived table's or a CTE's
-// column, an output alias) is let through: the clause that defines it
-// reads table columns, and those are checked where it keeps one of
-// several equal values; a derived column of citext grouped again outside
-// its subquery is the known gap.
+// column, an output alias) is let through here: keepsOneOfEqual follows
+// a derived output to its defining expressions (derivedOutputs), and an
+// output alias is checked as the expression it names (groupItem).
 func (c *planCtx) columnAlike(cr *pg_query.ColumnRef, refs []*tableRef) bool {
 	name, tables, _, ok := c.columnTables(cr, refs)
 	if !ok {

@@ -52,6 +52,15 @@ func TestGatherNeedsEqualValuesWrittenAlike(t *testing.T) {
 		{"SELECT o.total AS a, count(*) FROM orders o JOIN customers c ON o.note = c.name GROUP BY a", true},
 		{"SELECT max(o.amount) FROM orders o JOIN customers c ON o.note = c.name", false},
 		{"SELECT sum(o.amount) FROM orders o JOIN customers c ON o.note = c.name", true}, // a sum's scale is the inputs' greatest
+		// A derived table's or CTE's column is followed to what defines it.
+		{"SELECT x, count(*) FROM (SELECT o.amount AS x FROM orders o JOIN customers c ON o.note = c.name) s GROUP BY x", false},
+		{"SELECT DISTINCT y FROM (SELECT o.amount FROM orders o JOIN customers c ON o.note = c.name) s (y)", false},
+		{"WITH w (y) AS (SELECT o.amount + 1 FROM orders o JOIN customers c ON o.note = c.name) SELECT max(y) FROM w", false},
+		{"SELECT z FROM (SELECT y AS z FROM (SELECT o.amount AS y FROM orders o JOIN customers c ON o.note = c.name) a) b GROUP BY z", false},
+		{"SELECT x, count(*) FROM (SELECT o.total AS x FROM orders o JOIN customers c ON o.note = c.name) s GROUP BY x", true},
+		{"WITH w (y) AS (SELECT o.total FROM orders o JOIN customers c ON o.note = c.name) SELECT max(y) FROM w", true},
+		{"WITH RECURSIVE r (n) AS (SELECT o.total FROM orders o JOIN customers c ON o.note = c.name UNION ALL SELECT n + n FROM r WHERE n < 100) SELECT DISTINCT n FROM r", true},
+		{"WITH RECURSIVE r (n) AS (SELECT o.amount FROM orders o JOIN customers c ON o.note = c.name UNION ALL SELECT n + n FROM r WHERE n < 100) SELECT DISTINCT n FROM r", false},
 	} {
 		st := planGathered(t, c.sql)
 		if gathered := st.Err == nil && st.Route == Gathered; gathered != c.gathered {
