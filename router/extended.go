@@ -31,6 +31,14 @@ type prepared struct {
 	// ownShards: the shards whose pinned backend has the statement under
 	// the client's name (ownnames.go).
 	ownShards []string
+	// fill: the statement bound in this one's place when it is an INSERT
+	// whose sequence values the router fills in (extendedFill): this
+	// one's text with parameters for them after the client's. A fill's
+	// fillSeqs are those parameters' sequences, and clientParams how
+	// many parameters come before them.
+	fill         *prepared
+	fillSeqs     []sequenceRef
+	clientParams int
 }
 
 // extBatch gathers extended-protocol messages up to Sync. Messages for one
@@ -191,7 +199,7 @@ func (c *clientConn) parse(msg []byte) error {
 	p := &prepared{sql: sql, oids: oids, revision: revision, replica: replica, epoch: c.srv.schemaEpoch.Load()}
 	if len(stmts) == 1 {
 		p.stmt = stmts[0]
-		if err := c.guardExtendedInsert(context.Background(), p.stmt); err != nil {
+		if p.fill, err = c.extendedFill(context.Background(), p); err != nil {
 			return err
 		}
 		c.noteShow(p)
@@ -340,6 +348,14 @@ func (c *clientConn) bind(msg []byte) error {
 		return err
 	}
 	c.stat.bound(p)
+	if p.fill != nil {
+		// Bound as its filled form, with the sequence values added.
+		if msg, err = c.fillBind(context.Background(), p.fill, string(name), portal, msg[rest:]); err != nil {
+			return err
+		}
+		p = p.fill
+		rest = 5 + len(portal) + 1 + len(p.proto.Name) + 1
+	}
 	params := &c.bindParams
 	if err := params.parse(msg[rest:]); err != nil {
 		return err

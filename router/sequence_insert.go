@@ -2,9 +2,11 @@ package router
 
 import (
 	"context"
+	"encoding/binary"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/tesseradb/tessera/pgerr"
@@ -25,12 +27,11 @@ import (
 // Simple-protocol Queries are rewritten (a string of several statements
 // is made again of its statements, each INSERT filled in); an INSERT ...
 // SELECT that leaves a fed column to its default is refused with 0A000,
-// rather than let each shard hand out its own copy's values. The
-// extended protocol is not served yet: there an INSERT that leaves the
-// shard key to its default, DEFAULT VALUES and nextval are refused by the
-// planner as before, but a fed column other than the shard key still
-// takes the shard's own value (planned: the value bound as an added
-// parameter).
+// rather than let each shard hand out its own copy's values. In the
+// extended protocol the INSERT is rewritten at Parse with a parameter
+// for each value after the client's (extendedFill), and each Bind gets
+// the values added (fillBind); the shards describe the client's own text,
+// so the ParameterDescription a client sees counts only its parameters.
 
 // sequenceAction is what serveSequences decided for a statement.
 type sequenceAction struct {
@@ -38,6 +39,9 @@ type sequenceAction struct {
 	sql string
 	// answered: the router answered the statement itself (into c.out).
 	answered bool
+	// params: for the extended protocol, the sequences whose values
+	// sql takes as parameters after the client's, in their order.
+	params []sequenceRef
 }
 
 // beyondAuthoritative reports whether a table of the session's database
@@ -108,7 +112,7 @@ func (c *clientConn) serveSequences(ctx context.Context, st *plannedStmt) (seque
 		if len(fed) == 0 && !mentionsSequences(st.SQL) {
 			return sequenceAction{}, nil
 		}
-		return c.fillInsert(ctx, st, cat, fed, false)
+		return c.fillInsert(ctx, st, cat, fed, 0)
 	case st.Kind == planner.Select && len(st.Tables) == 0 && mentionsSequences(st.SQL):
 		return c.sequenceSelect(ctx, st)
 	case st.Kind == planner.Update && len(st.Tables) > 0:
@@ -148,7 +152,11 @@ func (c *clientConn) checkTruncateRestart(ctx context.Context, st *plannedStmt) 
 
 // fillInsert rewrites an INSERT into a table beyond the authoritative
 // shard whose fed columns it leaves to their defaults.
-func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *sequenceCatalog, fed []fedColumn, dry bool) (sequenceAction, error) {
+//
+// asParams > 0 (the extended protocol) fills each item with a parameter
+// numbered from asParams on instead of a value, the values to be bound
+// with each Bind (fillBind); the action's params say their sequences.
+func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *sequenceCatalog, fed []fedColumn, asParams int) (sequenceAction, error) {
 	tree, err := pg_query.Parse(st.SQL)
 	if err != nil || len(tree.Stmts) != 1 {
 		return sequenceAction{}, nil // the planner's own answer stands
@@ -252,9 +260,6 @@ func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *seque
 	if len(slots) == 0 {
 		return sequenceAction{}, nil
 	}
-	if dry {
-		return refuseExtendedFill(name, cols[slots[0].col])
-	}
 	// Values in Postgres's order of evaluation: row by row, column by
 	// column.
 	sortSlots := func(a, b slot) bool { return a.row < b.row || a.row == b.row && a.col < b.col }
@@ -263,25 +268,27 @@ func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *seque
 			slots[j], slots[j-1] = slots[j-1], slots[j]
 		}
 	}
-	counts := map[uint32]int{}
-	for _, s := range slots {
-		counts[s.seq.oid]++
-	}
-	values := map[uint32][]int64{}
-	for _, s := range slots {
-		if _, done := values[s.seq.oid]; done {
-			continue
+	var action sequenceAction
+	if asParams > 0 {
+		for i, s := range slots {
+			for len(rows[s.row]) <= s.col {
+				rows[s.row] = append(rows[s.row], &pg_query.Node{Node: &pg_query.Node_SetToDefault{SetToDefault: &pg_query.SetToDefault{}}})
+			}
+			rows[s.row][s.col] = &pg_query.Node{Node: &pg_query.Node_ParamRef{ParamRef: &pg_query.ParamRef{Number: int32(asParams + i)}}}
+			action.params = append(action.params, s.seq)
 		}
-		v, err := c.nextSequenceValues(ctx, s.seq, counts[s.seq.oid])
-		if err != nil {
-			return sequenceAction{}, err
-		}
-		values[s.seq.oid] = v
+		slots = nil
 	}
-	for _, s := range slots {
-		v := values[s.seq.oid][0]
-		values[s.seq.oid] = values[s.seq.oid][1:]
-		c.seqs.got(s.seq, v)
+	seqs := make([]sequenceRef, len(slots))
+	for i, s := range slots {
+		seqs[i] = s.seq
+	}
+	values, err := c.fillValues(ctx, seqs)
+	if err != nil {
+		return sequenceAction{}, err
+	}
+	for i, s := range slots {
+		v := values[i]
 		for len(rows[s.row]) <= s.col {
 			rows[s.row] = append(rows[s.row], &pg_query.Node{Node: &pg_query.Node_SetToDefault{SetToDefault: &pg_query.SetToDefault{}}})
 		}
@@ -309,11 +316,11 @@ func (c *clientConn) fillInsert(ctx context.Context, st *plannedStmt, cat *seque
 	if needsSystem {
 		ins.Override = pg_query.OverridingKind_OVERRIDING_SYSTEM_VALUE
 	}
-	sql, err := pg_query.Deparse(tree)
+	action.sql, err = pg_query.Deparse(tree)
 	if err != nil {
 		return sequenceAction{}, pgerr.New(pgerr.InternalError, "writing the INSERT with its sequence values: %v", err)
 	}
-	return sequenceAction{sql: sql}, nil
+	return action, nil
 }
 
 // nextvalOf recognizes nextval('name') (or 'name'::regclass) of a
@@ -487,15 +494,6 @@ func (c *clientConn) readOnlyTx() bool {
 	return c.tx.active && strings.Contains(strings.ToLower(c.tx.begin), "read only")
 }
 
-// refuseExtendedFill is the extended protocol's answer to an INSERT that
-// leaves a column to a sequence the router serves: each shard would take
-// its own copy's value, and ids would repeat across shards.
-func refuseExtendedFill(table, column string) (sequenceAction, error) {
-	return sequenceAction{}, pgerr.New(pgerr.FeatureNotSupported,
-		"INSERT into %s leaving column %s to its sequence is not supported yet through the extended query protocol: "+
-			"its values come from the authoritative shard, which the router fills in for the simple protocol only; give the value, or send the INSERT as a simple Query", table, column)
-}
-
 // checkUpdateDefault refuses UPDATE ... SET c = DEFAULT of a column fed
 // by a sequence the router serves: each shard would take its own copy's
 // value, which other shards also hand out. (Filling it in is planned.)
@@ -532,32 +530,163 @@ func (c *clientConn) checkUpdateDefault(ctx context.Context, st *plannedStmt) er
 	return nil
 }
 
-// guardExtendedInsert refuses, at Parse, an INSERT the simple protocol
-// would fill sequence values into (serveSequences): the extended
-// protocol does not fill them yet, and the shards' own copies would hand
-// out values other shards also hand out.
-func (c *clientConn) guardExtendedInsert(ctx context.Context, st *plannedStmt) error {
-	if st == nil || st.Err != nil || len(st.Tables) == 0 || c.settings.replica() || c.readOnlyTx() {
-		return nil
+// extendedFill plans, at Parse, how an INSERT the simple protocol would
+// fill sequence values into (serveSequences) gets them through the
+// extended protocol: each item becomes a parameter after the client's,
+// bound with each Bind (fillBind). It returns nil when nothing is to be
+// filled, and refuses an UPDATE setting a fed column to DEFAULT.
+func (c *clientConn) extendedFill(ctx context.Context, p *prepared) (*prepared, error) {
+	st := p.stmt
+	// The planner's refusal of an INSERT leaving its shard key to a
+	// sequence is what filling answers: st.Err does not stop it.
+	if st == nil || len(st.Tables) == 0 || c.settings.replica() || c.readOnlyTx() {
+		return nil, nil
 	}
 	if st.Kind == planner.Update {
-		return c.checkUpdateDefault(ctx, st)
+		if st.Err != nil {
+			return nil, nil
+		}
+		return nil, c.checkUpdateDefault(ctx, st)
 	}
 	if st.Kind != planner.Insert {
-		return nil
+		return nil, nil
 	}
 	t := st.Tables[0]
 	if t.Database != c.database || !c.beyondAuthoritative(t.Schema, t.Table) {
-		return nil
+		return nil, nil
 	}
 	cat, err := c.srv.sequences.catalog(ctx, c.database)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fed := cat.fed[t.Schema+"."+t.Table]
 	if len(fed) == 0 && !mentionsSequences(st.SQL) {
-		return nil
+		return nil, nil
 	}
-	_, err = c.fillInsert(ctx, st, cat, fed, true)
-	return err
+	n := clientParams(st.SQL, p.oids)
+	action, err := c.fillInsert(ctx, st, cat, fed, n+1)
+	if err != nil || len(action.params) == 0 {
+		return nil, err
+	}
+	oids := make([]uint32, n, n+len(action.params))
+	copy(oids, p.oids)
+	for range action.params {
+		oids = append(oids, pgtype.Int8OID)
+	}
+	stmts, revision, replica, err := c.planView(action.sql, oids)
+	if err != nil {
+		return nil, err
+	}
+	if len(stmts) != 1 {
+		return nil, pgerr.New(pgerr.InternalError, "the INSERT with its sequence parameters planned as %d statements", len(stmts))
+	}
+	fill := &prepared{sql: action.sql, oids: oids, stmt: stmts[0], revision: revision, replica: replica, epoch: p.epoch,
+		fillSeqs: action.params, clientParams: n}
+	fill.proto = fill.contentProto()
+	return fill, nil
+}
+
+// clientParams is how many parameters the client's statement has: the
+// highest $n it uses, or more if the Parse declared more types.
+func clientParams(sql string, oids []uint32) int {
+	return max(len(oids), planner.HighestParam(sql))
+}
+
+// fillBind makes the Bind of fill from the client's Bind of the statement
+// fill was made of (its bytes after the statement name): the client's
+// parameters, then a value of each filled sequence, in text. Values are
+// taken at Bind, as Postgres takes them when the INSERT runs; like
+// nextval's, they are not given back if the statement fails.
+func (c *clientConn) fillBind(ctx context.Context, fill *prepared, stmtName, portal string, rest []byte) ([]byte, error) {
+	n := fill.clientParams
+	bad := func(format string, args ...any) ([]byte, error) {
+		return nil, pgerr.New(pgerr.ProtocolViolation, format, args...)
+	}
+	if len(rest) < 2 {
+		return bad("invalid Bind message")
+	}
+	nf := int(binary.BigEndian.Uint16(rest))
+	if len(rest) < 2+2*nf+2 {
+		return bad("invalid Bind message")
+	}
+	formats := rest[2 : 2+2*nf]
+	off := 2 + 2*nf
+	np := int(binary.BigEndian.Uint16(rest[off:]))
+	if np != n {
+		return bad("bind message supplies %d parameters, but prepared statement \"%s\" requires %d", np, stmtName, n)
+	}
+	if nf > 1 && nf != np {
+		return bad("bind message has %d parameter formats but %d parameters", nf, np)
+	}
+	valuesAt := off + 2
+	off = valuesAt
+	for i := 0; i < np; i++ {
+		if len(rest) < off+4 {
+			return bad("invalid Bind message")
+		}
+		l := int(int32(binary.BigEndian.Uint32(rest[off:])))
+		off += 4
+		if l > 0 {
+			off += l
+		}
+		if off > len(rest) {
+			return bad("invalid Bind message")
+		}
+	}
+	values, err := c.fillValues(ctx, fill.fillSeqs)
+	if err != nil {
+		return nil, err
+	}
+	k := len(values)
+	out := make([]byte, 0, len(rest)+2*(n+k)+k*24+len(portal)+len(fill.proto.Name)+8)
+	out = append(out, 'B', 0, 0, 0, 0)
+	out = append(out, portal...)
+	out = append(out, 0)
+	out = append(out, fill.proto.Name...)
+	out = append(out, 0)
+	switch {
+	case nf == 0 || nf == 1 && binary.BigEndian.Uint16(formats) == 0:
+		// All text, the added values too.
+		out = append(out, rest[:2+2*nf]...)
+	default:
+		// One code per parameter: the client's, then text for the added.
+		out = binary.BigEndian.AppendUint16(out, uint16(n+k))
+		for i := 0; i < n; i++ {
+			if nf == 1 {
+				out = append(out, formats[0:2]...)
+			} else {
+				out = append(out, formats[2*i:2*i+2]...)
+			}
+		}
+		for range k {
+			out = append(out, 0, 0)
+		}
+	}
+	out = binary.BigEndian.AppendUint16(out, uint16(n+k))
+	out = append(out, rest[valuesAt:off]...)
+	for _, v := range values {
+		text := strconv.AppendInt(nil, v, 10)
+		out = binary.BigEndian.AppendUint32(out, uint32(len(text)))
+		out = append(out, text...)
+	}
+	out = append(out, rest[off:]...) // the result formats
+	binary.BigEndian.PutUint32(out[1:], uint32(len(out)-1))
+	return out, nil
+}
+
+// fillValues takes one value of each sequence of seqs, in order, and
+// records them for currval and lastval. Values come one at a time (from
+// the router's block, rarely from the authoritative shard) so that an
+// error (2200H past a sequence's end) leaves the values before it taken
+// and none after, as Postgres's row-by-row evaluation does.
+func (c *clientConn) fillValues(ctx context.Context, seqs []sequenceRef) ([]int64, error) {
+	out := make([]int64, 0, len(seqs))
+	for _, s := range seqs {
+		v, err := c.nextSequenceValues(ctx, s, 1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v[0])
+	}
+	return out, nil
 }

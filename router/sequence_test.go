@@ -52,6 +52,7 @@ func TestSequences(t *testing.T) {
 	t.Run("Identity", s.identity)
 	t.Run("ReferenceTable", s.referenceTable)
 	t.Run("Refusals", s.refusals)
+	t.Run("ExtendedProtocol", s.extendedProtocol)
 	t.Run("SetvalAndRestart", s.setvalAndRestart)
 	t.Run("ManyRouters", s.manyRouters)
 }
@@ -215,33 +216,48 @@ func (s *seqEnv) fillsDefaults(t *testing.T) {
 }
 
 // likeOnePostgres: INCREMENT BY (negative), MINVALUE/MAXVALUE, CYCLE and
-// the error past the end give the values and errors one Postgres gives.
+// the error past the end give the values and errors one Postgres gives,
+// in the simple protocol and in the extended one (where the router binds
+// the values as added parameters), with parameters of the client's in
+// text and in binary among them.
 func (s *seqEnv) likeOnePostgres(t *testing.T) {
+	for i, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement,
+		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec} {
+		t.Run(mode.String(), func(t *testing.T) { s.likeOnePostgresIn(t, mode, fmt.Sprint(i)) })
+	}
+}
+
+func (s *seqEnv) likeOnePostgresIn(t *testing.T, mode pgx.QueryExecMode, suffix string) {
 	ctx := context.Background()
 	c, ref := s.router(t), s.direct("shard-0", "seqref")
+	down, few, things := "down"+suffix, "few"+suffix, "things"+suffix
 	for _, ddl := range []string{
-		"CREATE SEQUENCE down INCREMENT BY -3 MINVALUE -10 MAXVALUE 5 START 5 CYCLE",
-		"CREATE SEQUENCE few MAXVALUE 3",
+		"CREATE SEQUENCE " + down + " INCREMENT BY -3 MINVALUE -10 MAXVALUE 5 START 5 CYCLE",
+		"CREATE SEQUENCE " + few + " MAXVALUE 3",
+		"CREATE TABLE " + things + " (k bigint DEFAULT nextval('" + down + "') PRIMARY KEY, n int DEFAULT nextval('" + few + "'), note text)",
 	} {
 		mustExec(t, c, ddl)
 		mustExec(t, ref, ddl)
 	}
-	mustExec(t, c, "CREATE TABLE things (k bigint DEFAULT nextval('down') PRIMARY KEY, n int DEFAULT nextval('few'))")
-	mustExec(t, ref, "CREATE TABLE things (k bigint DEFAULT nextval('down') PRIMARY KEY, n int DEFAULT nextval('few'))")
 	// Cycling repeats keys: each one goes into its own table.
 	var got, want []string
-	for i := 0; i < 14; i++ {
-		sql := "INSERT INTO things (n) VALUES (1) RETURNING k"
-		if i < 4 {
-			sql = "INSERT INTO things DEFAULT VALUES RETURNING k, n"
+	for i := 0; i < 16; i++ {
+		sql, args := "INSERT INTO "+things+" (n) VALUES (1) RETURNING k", []any{}
+		switch {
+		case i < 4:
+			sql = "INSERT INTO " + things + " DEFAULT VALUES RETURNING k, n"
+		case i < 8:
+			sql, args = "INSERT INTO "+things+" (n, note) VALUES ($1, $2) RETURNING k, note", []any{int32(i), "text " + fmt.Sprint(i)}
+		case i < 10:
+			sql = "INSERT INTO " + things + " (k, note) VALUES (DEFAULT, 'a'), (nextval('" + down + "'), 'b') RETURNING k, n, note"
 		}
 		ask := func(conn *pgx.Conn) string {
-			rows, err := conn.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+			rows, err := conn.Query(ctx, sql, append([]any{mode}, args...)...)
 			if err == nil {
 				var vals [][]any
 				vals, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
 				if err == nil {
-					conn.Exec(ctx, "DELETE FROM things", pgx.QueryExecModeSimpleProtocol)
+					conn.Exec(ctx, "DELETE FROM "+things, pgx.QueryExecModeSimpleProtocol)
 					return fmt.Sprint(vals)
 				}
 			}
@@ -312,10 +328,6 @@ func (s *seqEnv) refusals(t *testing.T) {
 	ctx := context.Background()
 	c := s.router(t)
 	extended := s.conn(s.cluster.Info().Router, "seqs")
-	// (pgx sends a statement without arguments in the simple protocol.)
-	if _, err := extended.Exec(ctx, "INSERT INTO ids (v) VALUES ($1)", "extended"); sqlState(err) != "0A000" {
-		t.Errorf("extended protocol: %v, want 0A000", err)
-	}
 	for _, q := range []struct {
 		conn *pgx.Conn
 		sql  string
@@ -339,15 +351,8 @@ func (s *seqEnv) refusals(t *testing.T) {
 	if _, err := extended.Exec(ctx, "INSERT INTO ids (id, v) VALUES ($1, 'explicit')", 1_000_000_000); err != nil {
 		t.Fatal(err)
 	}
-	// A sequence column other than the shard key, left to its default,
-	// would take each shard's own copy's value through the extended
-	// protocol (the same ticket on several shards): refused at Parse; the
-	// simple protocol fills it in.
 	mustExec(t, c, "ALTER TABLE ids ADD COLUMN ticket bigserial")
 	defer mustExec(t, c, "ALTER TABLE ids DROP COLUMN ticket")
-	if _, err := extended.Exec(ctx, "INSERT INTO ids (id, v) VALUES ($1, 'no ticket')", 1_000_000_001); sqlState(err) != "0A000" {
-		t.Errorf("a sequence column left to its default through the extended protocol: %v, want 0A000", err)
-	}
 	if _, err := extended.Exec(ctx, "INSERT INTO ids (id, v, ticket) VALUES ($1, 'ticket', $2)", 1_000_000_002, 7); err != nil {
 		t.Fatal(err)
 	}
@@ -360,6 +365,74 @@ func (s *seqEnv) refusals(t *testing.T) {
 	tickets := int64s(t, c, "SELECT ticket FROM ids WHERE id IN (1000000003, 1000000004)")
 	if len(tickets) != 2 || tickets[0] == tickets[1] {
 		t.Fatalf("tickets filled in by the simple protocol: %v", tickets)
+	}
+}
+
+// extendedProtocol: through the extended protocol (pgx's default, as
+// drivers and ORMs use it) the router binds the sequence values as
+// parameters added after the client's: a key left to its sequence routes
+// each row by its value, a prepared statement bound many times takes a
+// value each time, a multi-row INSERT splits across shards, and a serial
+// column other than the key never takes a shard's own copy's value.
+func (s *seqEnv) extendedProtocol(t *testing.T) {
+	ctx := context.Background()
+	c := s.router(t)
+	extended := s.conn(s.cluster.Info().Router, "seqs")
+	mustExec(t, c, "CREATE TABLE orders_x (id bigserial PRIMARY KEY, ticket serial, note text, qty int)")
+	before, _ := s.allIDs(t, "ids")
+	var returned []int64
+	for i := range 40 {
+		var id int64
+		if err := extended.QueryRow(ctx, "INSERT INTO orders_x (note, qty) VALUES ($1, $2) RETURNING id", fmt.Sprint("n", i), i).Scan(&id); err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+		returned = append(returned, id)
+	}
+	for i := 1; i < len(returned); i++ {
+		if returned[i] != returned[i-1]+1 {
+			t.Fatalf("ids of one session's INSERTs %v: not consecutive, as one Postgres hands them out", returned)
+		}
+	}
+	// Several rows in one statement, in a pipelined batch.
+	var b pgx.Batch
+	for i := range 5 {
+		b.Queue("INSERT INTO orders_x (note, qty) VALUES ($1, $2), ($3, $4), ($5, $6)", "a", i, "b", i, "c", i)
+	}
+	if err := extended.SendBatch(ctx, &b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	var currval int64
+	if err := extended.QueryRow(ctx, "SELECT currval('orders_x_id_seq')", pgx.QueryExecModeSimpleProtocol).Scan(&currval); err != nil || currval != returned[len(returned)-1]+15 {
+		t.Fatalf("currval after 55 rows: %d, %v; want %d", currval, err, returned[len(returned)-1]+15)
+	}
+	ids, perShard := s.allIDs(t, "orders_x")
+	shards := 0
+	for _, n := range perShard {
+		shards += min(n, 1)
+	}
+	if len(ids) != 55 || duplicates(ids) != 0 || shards < 2 {
+		t.Fatalf("orders_x: %d ids, %d duplicates, on %d shards; want 55 on several shards", len(ids), duplicates(ids), shards)
+	}
+	var tickets []int64
+	for _, shard := range []string{"shard-0", "shard-1", "shard-2", "shard-3"} {
+		tickets = append(tickets, int64s(t, s.direct(shard, "seqs"), "SELECT ticket FROM orders_x")...)
+	}
+	if len(tickets) != 55 || duplicates(tickets) != 0 {
+		t.Fatalf("tickets %v: %d duplicates; want 55 distinct", tickets, duplicates(tickets))
+	}
+	// A wrong number of parameters gets Postgres's own error.
+	if _, err := extended.Prepare(ctx, "two", "INSERT INTO orders_x (note, qty) VALUES ($1, $2)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := extended.Exec(ctx, "two", "only one"); err == nil {
+		t.Fatalf("a Bind with one parameter of two was taken")
+	}
+	if _, err := extended.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("the session after the error: %v", err)
+	}
+	after, _ := s.allIDs(t, "ids")
+	if len(after) != len(before) {
+		t.Fatalf("ids changed from %d to %d rows", len(before), len(after))
 	}
 }
 

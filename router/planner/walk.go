@@ -310,3 +310,22 @@ func setOf(names ...string) map[string]bool {
 	}
 	return m
 }
+
+// HighestParam is the highest parameter number ($n) sql uses, 0 for none
+// or when it does not parse.
+func HighestParam(sql string) int {
+	tree, err := pg_query.Parse(sql)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, raw := range tree.Stmts {
+		walk(raw.Stmt.ProtoReflect(), func(m proto.Message) bool {
+			if p, ok := m.(*pg_query.ParamRef); ok && int(p.Number) > n {
+				n = int(p.Number)
+			}
+			return true
+		})
+	}
+	return n
+}
