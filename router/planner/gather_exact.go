@@ -36,28 +36,7 @@ var exactTypeNames = map[string]bool{
 // proven exact.
 func (c *planCtx) inexactAggregates(sel *pg_query.SelectStmt, refs []*tableRef) bool {
 	inexact := false
-	e := &exactness{c: c, outputs: map[string][]*pg_query.Node{}}
-	walk(sel.ProtoReflect(), func(m proto.Message) bool {
-		st, ok := m.(*pg_query.SelectStmt)
-		if !ok || st == sel {
-			return true
-		}
-		// A set operation's columns are named by its first arm and
-		// defined by every arm, by position.
-		arms := setArms(st, nil)
-		for i, t := range arms[0].TargetList {
-			name := outputName(t.GetResTarget())
-			if name == "" {
-				continue
-			}
-			for _, arm := range arms {
-				if i < len(arm.TargetList) {
-					e.outputs[name] = append(e.outputs[name], arm.TargetList[i].GetResTarget().GetVal())
-				}
-			}
-		}
-		return true
-	})
+	e := &exactness{c: c, outputs: derivedOutputs(sel), following: map[string]bool{}}
 	walk(sel.ProtoReflect(), func(m proto.Message) bool {
 		fc, ok := m.(*pg_query.FuncCall)
 		if !ok || len(fc.Funcname) == 0 {
@@ -100,10 +79,13 @@ func outputName(rt *pg_query.ResTarget) string {
 type exactness struct {
 	c *planCtx
 	// outputs are the expressions of the statement's subqueries' output
-	// columns by name (a column of a derived table or CTE is proven
-	// exact when every output of its name anywhere is).
+	// columns by name (derivedOutputs): a column of a derived table or
+	// CTE is proven exact when every output of its name anywhere is.
 	outputs map[string][]*pg_query.Node
-	depth   int
+	// following: the names whose outputs are being proven; a name met
+	// again inside them (an output named as the column it selects, a
+	// recursive CTE's column) adds nothing new to prove.
+	following map[string]bool
 }
 
 // value reports an expression proven to have an integer or numeric value.
@@ -170,14 +152,11 @@ func (e *exactness) column(cr *pg_query.ColumnRef, refs []*tableRef) bool {
 	// The name may also be a derived table's or CTE's column: every
 	// output of that name must be exact too.
 	defs := e.outputs[name]
-	if len(defs) == 0 {
-		return found
+	if len(defs) == 0 || e.following[name] {
+		return found || e.following[name]
 	}
-	if e.depth > 8 {
-		return false
-	}
-	e.depth++
-	defer func() { e.depth-- }()
+	e.following[name] = true
+	defer delete(e.following, name)
 	for _, d := range defs {
 		if !e.value(d, refs) {
 			return false

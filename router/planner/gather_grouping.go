@@ -104,37 +104,48 @@ func (c *planCtx) keepsOneOfEqual(sel *pg_query.SelectStmt, refs []*tableRef) bo
 	return found
 }
 
-// derivedOutputs maps each output name of the statement's derived tables
-// (FROM subqueries) and CTEs, as renamed by their column aliases, to the
-// expressions of every arm that define it. keepsOneOfEqual follows a
-// column of such a name to them: `SELECT x, count(*) FROM (SELECT ci AS
-// x FROM labels) s GROUP BY x` groups citext values.
+// derivedOutputs maps each output name of the statement's subqueries
+// (derived tables, CTEs, and any other nested SELECT) to the expressions
+// that define it: a set operation's columns are named by its first arm
+// and defined by every arm, by position, and a derived table's or CTE's
+// column aliases rename them. A column of such a name is followed to
+// them (`SELECT x, count(*) FROM (SELECT ci AS x FROM labels) s GROUP BY
+// x` groups citext values). Taking every subquery's outputs, whichever
+// the name resolves to, only adds expressions to check.
 func derivedOutputs(sel *pg_query.SelectStmt) map[string][]*pg_query.Node {
 	out := map[string][]*pg_query.Node{}
-	add := func(q *pg_query.Node, renames []*pg_query.Node) {
-		inner := q.GetSelectStmt()
-		if inner == nil {
+	add := func(st *pg_query.SelectStmt, renames []*pg_query.Node) {
+		if st == nil {
 			return
 		}
-		for _, arm := range setArms(inner, nil) {
-			for i, t := range arm.TargetList {
-				rt := t.GetResTarget()
-				name := outputName(rt)
-				if i < len(renames) {
-					name = renames[i].GetString_().GetSval()
-				}
-				if name != "" && rt.GetVal() != nil {
-					out[name] = append(out[name], rt.GetVal())
+		arms := setArms(st, nil)
+		for i, t := range arms[0].TargetList {
+			name := outputName(t.GetResTarget())
+			if i < len(renames) {
+				name = renames[i].GetString_().GetSval()
+			}
+			if name == "" {
+				continue
+			}
+			for _, arm := range arms {
+				if i < len(arm.TargetList) {
+					if v := arm.TargetList[i].GetResTarget().GetVal(); v != nil {
+						out[name] = append(out[name], v)
+					}
 				}
 			}
 		}
 	}
 	walk(sel.ProtoReflect(), func(m proto.Message) bool {
 		switch x := m.(type) {
+		case *pg_query.SelectStmt:
+			if x != sel {
+				add(x, nil)
+			}
 		case *pg_query.RangeSubselect:
-			add(x.Subquery, x.GetAlias().GetColnames())
+			add(x.Subquery.GetSelectStmt(), x.GetAlias().GetColnames())
 		case *pg_query.CommonTableExpr:
-			add(x.Ctequery, x.Aliascolnames)
+			add(x.Ctequery.GetSelectStmt(), x.Aliascolnames)
 		}
 		return true
 	})

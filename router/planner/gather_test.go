@@ -179,6 +179,13 @@ func TestGatherExactSums(t *testing.T) {
 		"SELECT sum(v) FROM (SELECT o.weight AS v FROM customers c JOIN orders o ON o.note = c.name) s":                                                      false,
 		"SELECT sum(v) FROM (SELECT o.total AS v FROM orders o UNION ALL SELECT o.weight FROM orders o JOIN customers c ON o.note = c.name) s":               false,
 		"SELECT avg(total::float8) FROM customers c JOIN orders o ON o.note = c.name":                                                                        false,
+		// An output named as the column it selects (TPC-H Q22's
+		// c_acctbal), and one renamed by the derived table's aliases.
+		"SELECT count(*), sum(total) FROM (SELECT o.total FROM customers c JOIN orders o ON o.note = c.name) s":           true,
+		"SELECT sum(weight) FROM (SELECT o.weight FROM customers c JOIN orders o ON o.note = c.name) s":                   false,
+		"SELECT sum(y) FROM (SELECT o.total FROM customers c JOIN orders o ON o.note = c.name) s (y)":                     true,
+		"SELECT sum(y) FROM (SELECT o.weight FROM customers c JOIN orders o ON o.note = c.name) s (y)":                    false,
+		"SELECT sum(x) FROM (SELECT x FROM (SELECT o.weight AS x FROM customers c JOIN orders o ON o.note = c.name) a) b": false,
 	} {
 		st := planGathered(t, sql)
 		if got := st.Route == Gathered; got != gathered {
