@@ -219,7 +219,16 @@ func (c *planCtx) gatherPlan(sel *pg_query.SelectStmt, refs []*tableRef) (*Gathe
 	if len(occ) == 0 {
 		return nil, false
 	}
-	used, ok := usedColumns(sel, qualifiers)
+	known := map[string]bool{}
+	for _, cols := range columns {
+		for _, col := range cols {
+			known[col] = true
+		}
+	}
+	for name := range derivedOutputs(sel) {
+		known[name] = true
+	}
+	used, ok := usedColumns(sel, qualifiers, known)
 	if !ok {
 		return nil, false
 	}
@@ -228,7 +237,11 @@ func (c *planCtx) gatherPlan(sel *pg_query.SelectStmt, refs []*tableRef) (*Gathe
 	for i := range g.Tables {
 		t := &g.Tables[i]
 		cols := columns[t.Table]
-		if !used.all {
+		whole := used.all
+		for _, o := range occ {
+			whole = whole || o.table == i && used.allOf[o.ref.qualifier()]
+		}
+		if !whole {
 			cols = pickColumns(cols, used.names)
 		}
 		for _, o := range occ {
@@ -282,17 +295,25 @@ func gatherShards(r *tableRef, authoritative string) []string {
 }
 
 // columnUse is which columns a statement names: all (a star, NATURAL
-// JOIN) or those in names, by name whatever table they qualify.
+// JOIN) or those in names, by name whatever table they qualify; allOf
+// are the qualifiers whose tables' columns are all pulled (a bare name
+// that may be their whole row).
 type columnUse struct {
 	all   bool
 	names map[string]bool
+	allOf map[string]bool
 }
 
 // usedColumns finds the column names a statement uses. It reports false
 // for references it cannot resolve by name: three names or more, or a
-// bare table name (a whole-row value).
-func usedColumns(sel *pg_query.SelectStmt, qualifiers map[string]bool) (columnUse, bool) {
-	u := columnUse{names: map[string]bool{}}
+// bare table name (a whole-row value) that is no column's name. A bare
+// name that is both a table's qualifier and a column's name (known: a
+// table's column, a subquery's output, as TPC-H Q9's nation) is a column
+// for Postgres where one of that name is in scope, else the whole row:
+// the table's columns are all pulled, which gives the same row either
+// way.
+func usedColumns(sel *pg_query.SelectStmt, qualifiers, known map[string]bool) (columnUse, bool) {
+	u := columnUse{names: map[string]bool{}, allOf: map[string]bool{}}
 	ok := true
 	walk(sel.ProtoReflect(), func(m proto.Message) bool {
 		switch x := m.(type) {
@@ -309,7 +330,10 @@ func usedColumns(sel *pg_query.SelectStmt, qualifiers map[string]bool) (columnUs
 			}
 			name := last.GetString_().GetSval()
 			if len(fields) == 1 && qualifiers[name] {
-				ok = false
+				if !known[name] {
+					ok = false
+				}
+				u.allOf[name] = true
 			}
 			u.names[name] = true
 		case *pg_query.JoinExpr:
