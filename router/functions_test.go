@@ -119,23 +119,23 @@ func TestDoBlockAndDynamicSQLAreRefused(t *testing.T) {
 	conn := connect(t, "store")
 	mustExec(t, conn,
 		"CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)",
-		"DELETE FROM customers WHERE customer_id BETWEEN 7730000 AND 7730099",
+		"DELETE FROM customers WHERE customer_id BETWEEN 7740000 AND 7740099",
 		"CREATE TABLE IF NOT EXISTS do_plain (id int PRIMARY KEY)",
 		"DELETE FROM do_plain",
 		`CREATE OR REPLACE FUNCTION fn_dynamic() RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE n bigint;
 BEGIN
-  EXECUTE 'SELECT count(*) FROM customers WHERE customer_id BETWEEN 7730000 AND 7730099' INTO n;
+  EXECUTE 'SELECT count(*) FROM customers WHERE customer_id BETWEEN 7740000 AND 7740099' INTO n;
   RETURN n;
 END $$`,
 	)
 	t.Cleanup(func() {
 		mustExec(t, connect(t, "store"), "DROP FUNCTION IF EXISTS fn_dynamic()",
-			"DELETE FROM customers WHERE customer_id BETWEEN 7730000 AND 7730099")
+			"DELETE FROM customers WHERE customer_id BETWEEN 7740000 AND 7740099")
 	})
 	var values []string
 	for i := range 100 {
-		values = append(values, fmt.Sprintf("(%d, 'd%d')", 7730000+i, i))
+		values = append(values, fmt.Sprintf("(%d, 'd%d')", 7740000+i, i))
 	}
 	mustExec(t, conn, "INSERT INTO customers VALUES "+strings.Join(values, ", "))
 
@@ -145,7 +145,7 @@ END $$`,
 		if !refusedFor(err, "a function that reads tables on other shards") {
 			t.Errorf("SELECT fn_dynamic() (%v): %d, %v; want 0A000 (one Postgres answers 100)", mode, n, err)
 		}
-		_, err = conn.Exec(ctx, "DO $$BEGIN UPDATE customers SET name = 'changed' WHERE customer_id BETWEEN 7730000 AND 7730099; END$$", mode)
+		_, err = conn.Exec(ctx, "DO $$BEGIN UPDATE customers SET name = 'changed' WHERE customer_id BETWEEN 7740000 AND 7740099; END$$", mode)
 		if !refusedFor(err, "a DO block that reads or writes tables on other shards") {
 			t.Errorf("DO updating customers (%v): %v; want 0A000", mode, err)
 		}
@@ -157,7 +157,7 @@ END $$`,
 			t.Errorf("DO over an unsharded table (%v): %v", mode, err)
 		}
 	}
-	if n := count(t, conn, "SELECT count(*) FROM customers WHERE customer_id BETWEEN 7730000 AND 7730099 AND name = 'changed'"); n != 0 {
+	if n := count(t, conn, "SELECT count(*) FROM customers WHERE customer_id BETWEEN 7740000 AND 7740099 AND name = 'changed'"); n != 0 {
 		t.Errorf("%d customers changed by a refused DO block", n)
 	}
 	if n := count(t, conn, "SELECT count(*) FROM do_plain"); n != 2 {

@@ -332,12 +332,19 @@ func (s *seqEnv) refusals(t *testing.T) {
 		conn *pgx.Conn
 		sql  string
 	}{
-		{c, "INSERT INTO ids (v) SELECT 'z'"},
 		{c, "TRUNCATE ids RESTART IDENTITY"},
 	} {
 		if _, err := q.conn.Exec(ctx, q.sql); sqlState(err) != "0A000" {
 			t.Errorf("%s: %v, want 0A000", q.sql, err)
 		}
+	}
+	// INSERT ... SELECT through the router (insertselect.go) is filled
+	// in as its INSERT ... VALUES.
+	before0, _ := s.allIDs(t, "ids")
+	mustExec(t, c, "INSERT INTO ids (v) SELECT 'z' FROM generate_series(1, 3)")
+	after0, _ := s.allIDs(t, "ids")
+	if len(after0) != len(before0)+3 || duplicates(after0) != 0 {
+		t.Fatalf("INSERT ... SELECT: %d ids before, %d after, %d duplicates", len(before0), len(after0), duplicates(after0))
 	}
 	// In a string of several statements each INSERT is filled in.
 	before, _ := s.allIDs(t, "ids")

@@ -18,9 +18,28 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 	}
 	sql := string(msg[5 : len(msg)-1])
 	var hold tableHold
-	filled := false
+	filled, expanded := false, false
 	for {
 		stmts, revision, err := c.plan(sql, nil)
+		if err == nil && !expanded && len(stmts) == 1 {
+			// INSERT ... SELECT the router runs (insertselect.go):
+			// made INSERT ... VALUES once, then planned again.
+			expanded = true
+			act, err := c.expandInsertSelect(ctx, stmts[0])
+			switch {
+			case err != nil:
+				c.out = appendError(c.out, "ERROR", err)
+				c.failTx()
+				c.out = appendReady(c.out, c.status())
+				return nil
+			case act.answered:
+				c.out = appendReady(c.out, c.status())
+				return nil
+			case act.sql != "":
+				sql, msg = act.sql, queryMessage(act.sql)
+				continue
+			}
+		}
 		if err == nil && !filled {
 			// Sequence values the router serves (sequence_insert.go):
 			// filled in once, then planned again with them.

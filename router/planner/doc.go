@@ -106,7 +106,8 @@
 // shard key, INSERT without the key into a sharded table (without a column list,
 // the values fill the columns in the order Schema.ColumnNames gives),
 // INSERT ... SELECT into one other than row by row from a table sharded
-// alike (insertselect.go, which runs on the shards), or an INSERT into
+// alike (insertselect.go, which runs on the shards; the router runs the
+// others itself in the simple protocol, router/insertselect.go), or an INSERT into
 // one that reads another sharded table, INSERT or MERGE in a WITH query into a sharded or
 // reference table, UPDATE or DELETE in a WITH query of a reference table,
 // a

@@ -20,7 +20,7 @@ func TestFunctionsReadingTablesElsewhere(t *testing.T) {
 		{"SELECT public.n_customers()", true},
 		{"SELECT via_other()", true},
 		{"SELECT plp_count()", true},
-		{"SELECT plp_dynamic()", true}, // its body is not all readable
+		{"SELECT plp_dynamic()", true},                                       // its body is not all readable
 		{"SELECT n_customers() FROM customers WHERE customer_id = 42", true}, // its group has two shards
 		{"SELECT count(*) FROM customers WHERE name = 'x' AND n_customers() > 0", true},
 		{"CALL n_customers()", true},
