@@ -380,6 +380,9 @@ func (c *clientConn) bind(msg []byte) error {
 			return nil
 		}
 	}
+	if r.mode == routeKeyMove && r.err == nil {
+		return errKeyMoveExtended // keymove.go
+	}
 	switch r.kind {
 	case kindExplain:
 		return pgerr.New(pgerr.FeatureNotSupported, "send EXPLAIN (TESSERA) with the simple query protocol")
