@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgproto3"
+
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/pgwire"
 	"github.com/tesseradb/tessera/router/planner"
@@ -24,14 +26,117 @@ import (
 // every row where it was. The client sees one UPDATE: the INSERT's
 // RETURNING rows and UPDATE n.
 //
-// Only the simple protocol runs it: through the extended protocol it is
-// refused with 0A000 (bind), as its steps are statements of the router's
-// own text, which the client's Parse, Describe and Bind do not describe.
+// With the extended protocol the UPDATE step is bound with the client's
+// parameters as it sent them (bindKeyMove) and the INSERT with its result
+// formats; the router answers the client's Parse, Bind, Describe of the
+// portal, Execute and Close of the segment itself, from the steps'
+// answers. The segment must bind and execute the statement (without a
+// row limit) in one batch; a parameter in RETURNING is refused, as the
+// INSERT carries no parameters.
 
-// errKeyMoveExtended refuses a key-changing UPDATE in the extended
-// protocol.
-var errKeyMoveExtended = pgerr.New(pgerr.FeatureNotSupported,
-	"UPDATE of a shard key column (which moves rows between shards) is supported with the simple query protocol only")
+// keyMoveBind is what an extended-protocol key move takes from its Bind.
+type keyMoveBind struct {
+	portal string
+	// update is the UPDATE step under its content name, with the
+	// client's statement's parameter types; bind binds it to the
+	// unnamed portal with the client's parameters, results in text.
+	update *pb.PreparedStatement
+	bind   []byte
+	// results are the client's result format codes, for the INSERT.
+	results []int16
+}
+
+// bindKeyMove prepares the steps of a key move bound by a client's Bind
+// of p with params.
+func (r *routed) bindKeyMove(portal string, p *prepared, params *bindParams) error {
+	km := r.keyMove
+	if km.ReturningParams {
+		return pgerr.New(pgerr.FeatureNotSupported,
+			"UPDATE of a shard key column with a parameter in RETURNING is not supported through the extended protocol (send it with the simple protocol)")
+	}
+	b := &keyMoveBind{portal: portal}
+	b.update = &pb.PreparedStatement{Name: p.shardName(km.Update), Query: km.Update, ParamOids: p.oids}
+	m := append([]byte{'B', 0, 0, 0, 0, 0}, b.update.Name...)
+	m = append(m, 0)
+	m = binary.BigEndian.AppendUint16(m, uint16(params.nfmt))
+	m = append(m, params.formats...)
+	m = binary.BigEndian.AppendUint16(m, uint16(len(params.values)))
+	for _, v := range params.values {
+		if v == nil {
+			m = binary.BigEndian.AppendUint32(m, 0xffffffff)
+			continue
+		}
+		m = binary.BigEndian.AppendUint32(m, uint32(len(v)))
+		m = append(m, v...)
+	}
+	m = binary.BigEndian.AppendUint16(m, 0)
+	binary.BigEndian.PutUint32(m[1:], uint32(len(m)-1))
+	b.bind = m
+	res := params.results
+	if len(res) < 2 || len(res) != 2+2*int(binary.BigEndian.Uint16(res)) {
+		return errBadBind
+	}
+	for i := 2; i < len(res); i += 2 {
+		b.results = append(b.results, int16(binary.BigEndian.Uint16(res[i:])))
+	}
+	r.keyMoveBind = b
+	return nil
+}
+
+// check accepts the messages of a key move's segment: its
+// Bind, then its Execute (without a row limit) last, with Parse,
+// Describe of the portal or Close around them.
+func (b *keyMoveBind) check(frontend []byte) error {
+	binds, execs := 0, 0
+	last := byte(0)
+	refuse := pgerr.New(pgerr.FeatureNotSupported,
+		"an UPDATE of a shard key column must be bound and executed (without a row limit) in one batch, without describing its statement there")
+	err := backendMessages(frontend, func(typ byte, msg []byte) error {
+		switch typ {
+		case 'B':
+			binds++
+		case 'E':
+			execs++
+			portal, off, err := cstring(msg, 5)
+			if err != nil || portal != b.portal || off+4 != len(msg) || binary.BigEndian.Uint32(msg[off:]) != 0 {
+				return refuse
+			}
+		case 'D':
+			if len(msg) < 6 || msg[5] != 'P' {
+				return refuse
+			}
+		case 'S':
+			return nil
+		case 'P', 'C':
+		default:
+			return refuse
+		}
+		last = typ
+		return nil
+	})
+	if err != nil || binds != 1 || execs != 1 || last != 'E' {
+		return refuse
+	}
+	return nil
+}
+
+// extendedMessages is an extended-protocol batch running sql (no
+// parameters) with the client's result formats: Parse, Bind, Describe of
+// the portal, Execute, Sync.
+func extendedMessages(sql string, results []int16) []byte {
+	m, _ := (&pgproto3.Parse{Query: sql}).Encode(nil)
+	m, _ = (&pgproto3.Bind{ResultFormatCodes: results}).Encode(m)
+	return describeExecuteSync(m)
+}
+
+// describeExecuteSync appends Describe and Execute of the unnamed portal,
+// and Sync, to m.
+func describeExecuteSync(m []byte) []byte {
+	m, _ = (&pgproto3.Describe{ObjectType: 'P'}).Encode(m)
+	m, _ = (&pgproto3.Execute{}).Encode(m)
+	m, _ = (&pgproto3.Sync{}).Encode(m)
+	return m
+}
 
 // routeKeyMove makes r run st, an UPDATE with a KeyMove plan, as a move.
 // With one shard in the topology nothing moves: the UPDATE runs as
@@ -79,10 +184,19 @@ SELECT concat_ws(', ',
 // keyMove runs an UPDATE that changes shard keys (routeKeyMove).
 func (c *clientConn) keyMove(ctx context.Context, r *routed, frontend []byte) (bool, error) {
 	km := r.keyMove
+	ext := r.keyMoveBind
 	if len(frontend) > 0 && frontend[0] != 'Q' {
-		c.out = appendError(c.out, "ERROR", errKeyMoveExtended)
-		c.failTx()
-		return true, nil
+		var err error = pgerr.New(pgerr.InternalError, "a shard-key UPDATE without its Bind")
+		if ext != nil {
+			err = ext.check(frontend)
+		}
+		if err != nil {
+			c.out = appendError(c.out, "ERROR", err)
+			c.failTx()
+			return true, nil
+		}
+	} else {
+		ext = nil
 	}
 	implicit := !c.tx.active
 	if implicit {
@@ -104,8 +218,8 @@ func (c *clientConn) keyMove(ctx context.Context, r *routed, frontend []byte) (b
 	fail := func(err error) (bool, error) { return failWith(appendError(nil, "ERROR", err)) }
 	// step runs one statement on shard and returns its answer's messages,
 	// or the messages to fail with.
-	step := func(shard, sql string) (*keyMoveAnswer, []byte) {
-		answer, err := c.answerOf(ctx, shard, true, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: queryMessage(sql)})
+	step := func(shard string, fe []byte, prepared ...*pb.PreparedStatement) (*keyMoveAnswer, []byte) {
+		answer, err := c.answerOf(ctx, shard, true, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: fe, Prepared: prepared})
 		if err != nil {
 			return nil, appendError(nil, "ERROR", shardError(shard, err))
 		}
@@ -132,8 +246,16 @@ func (c *clientConn) keyMove(ctx context.Context, r *routed, frontend []byte) (b
 		return a, nil
 	}
 
+	// returning is how a statement giving the client's RETURNING rows
+	// runs: as a Query, or bound with the client's result formats.
+	returning := func(sql string) []byte {
+		if ext != nil {
+			return extendedMessages(sql, ext.results)
+		}
+		return queryMessage(sql)
+	}
 	table := quoteIdent(km.Table.Schema) + "." + quoteIdent(km.Table.Table)
-	check, bad := step(r.shards[0], strings.ReplaceAll(keyMoveCheck, "%[1]s", pgwire.QuoteLiteral(table)))
+	check, bad := step(r.shards[0], queryMessage(strings.ReplaceAll(keyMoveCheck, "%[1]s", pgwire.QuoteLiteral(table))))
 	if bad != nil {
 		return failWith(bad)
 	}
@@ -153,7 +275,12 @@ func (c *clientConn) keyMove(ctx context.Context, r *routed, frontend []byte) (b
 	var notices []byte
 	var values []string // the moved rows, as VALUES rows
 	for _, shard := range r.shards {
-		up, bad := step(shard, km.Update)
+		var up *keyMoveAnswer
+		if ext != nil {
+			up, bad = step(shard, describeExecuteSync(append([]byte(nil), ext.bind...)), ext.update)
+		} else {
+			up, bad = step(shard, queryMessage(km.Update))
+		}
 		if bad != nil {
 			return failWith(bad)
 		}
@@ -205,7 +332,7 @@ func (c *clientConn) keyMove(ctx context.Context, r *routed, frontend []byte) (b
 		for _, oid := range order {
 			where = append(where, "(tableoid = "+oid+" AND ctid = ANY ("+pgwire.QuoteLiteral("{"+strings.Join(ctids[oid], ",")+"}")+"::pg_catalog.tid[]))")
 		}
-		del, bad := step(shard, "DELETE FROM "+table+" WHERE "+strings.Join(where, " OR "))
+		del, bad := step(shard, queryMessage("DELETE FROM "+table+" WHERE "+strings.Join(where, " OR ")))
 		if bad != nil {
 			return failWith(bad)
 		}
@@ -221,7 +348,7 @@ func (c *clientConn) keyMove(ctx context.Context, r *routed, frontend []byte) (b
 		if km.Returning {
 			// No row moved: the client still gets its RETURNING's
 			// description, from an INSERT of no rows.
-			d, bad := step(r.shards[0], km.Describe)
+			d, bad := step(r.shards[0], returning(km.Describe))
 			if bad != nil {
 				return failWith(bad)
 			}
@@ -254,7 +381,7 @@ func (c *clientConn) keyMove(ctx context.Context, r *routed, frontend []byte) (b
 		}
 		var inserted int64
 		for _, p := range parts {
-			a, bad := step(p.shard, p.sql)
+			a, bad := step(p.shard, returning(p.sql))
 			if bad != nil {
 				return failWith(bad)
 			}
@@ -279,13 +406,40 @@ func (c *clientConn) keyMove(ctx context.Context, r *routed, frontend []byte) (b
 		}
 	}
 	c.out = append(c.out, notices...)
-	if km.Returning {
-		c.out = append(c.out, desc...)
-		for _, row := range rows {
-			c.out = append(c.out, row...)
+	tag := "UPDATE " + strconv.Itoa(len(values))
+	if ext == nil {
+		if km.Returning {
+			c.out = append(c.out, desc...)
+			for _, row := range rows {
+				c.out = append(c.out, row...)
+			}
 		}
+		c.out = appendCommandComplete(c.out, tag)
+		return false, nil
 	}
-	c.out = appendCommandComplete(c.out, "UPDATE "+strconv.Itoa(len(values)))
+	// The client's messages, answered in order.
+	backendMessages(frontend, func(typ byte, _ []byte) error {
+		switch typ {
+		case 'P':
+			c.out = appendMsg(c.out, '1')
+		case 'B':
+			c.out = appendMsg(c.out, '2')
+		case 'D':
+			if km.Returning {
+				c.out = append(c.out, desc...)
+			} else {
+				c.out = appendMsg(c.out, 'n')
+			}
+		case 'E':
+			for _, row := range rows {
+				c.out = append(c.out, row...)
+			}
+			c.out = appendCommandComplete(c.out, tag)
+		case 'C':
+			c.out = appendMsg(c.out, '3')
+		}
+		return nil
+	})
 	return false, nil
 }
 

@@ -15,7 +15,9 @@ import (
 
 // TestKeyUpdate: an UPDATE that changes a row's shard key moves the row
 // to the shard its new key routes to, in one atomic commit, and answers
-// (RETURNING, tag, errors) as one Postgres does. The reference is a
+// (RETURNING, tag, errors) as one Postgres does, in the simple protocol
+// and in pgx's extended modes (a named statement with binary results, and
+// the unnamed one), with the keys as parameters. The reference is a
 // plain table of the same shape, keyupd_ref, which the topology does not
 // list: through the router it lives on shard-0 alone, a plain Postgres,
 // and every statement runs on both.
@@ -117,8 +119,11 @@ func TestKeyUpdate(t *testing.T) {
 		tag    string
 		code   string
 	}
-	run := func(c *pgx.Conn, sql string) result {
-		rows, err := c.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+	// mode is the protocol of run: pgx's simple protocol, or one of its
+	// extended modes (with Parse, Bind and Describe of the portal).
+	mode := pgx.QueryExecModeSimpleProtocol
+	run := func(c *pgx.Conn, sql string, args ...any) result {
+		rows, err := c.Query(ctx, sql, append([]any{mode}, args...)...)
 		var res result
 		if err == nil {
 			res.rows, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
@@ -139,96 +144,108 @@ func TestKeyUpdate(t *testing.T) {
 		slices.Sort(res.rows)
 		return res
 	}
-	answer := func(t *testing.T, c *pgx.Conn, sql string) result {
+	answer := func(t *testing.T, c *pgx.Conn, sql string, args ...any) result {
 		t.Helper()
-		got := run(c, strings.ReplaceAll(sql, "$T", "customers"))
-		want := run(c, strings.ReplaceAll(sql, "$T", "keyupd_ref"))
+		got := run(c, strings.ReplaceAll(sql, "$T", "customers"), args...)
+		want := run(c, strings.ReplaceAll(sql, "$T", "keyupd_ref"), args...)
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s:\n got %+v\nwant %+v", sql, got, want)
+			t.Errorf("%s %v:\n got %+v\nwant %+v", sql, args, got, want)
 		}
 		return got
 	}
 
-	t.Run("simple", func(t *testing.T) {
-		reset(t)
-		a, b := on1[0], on2[10] // b: a free key on the other shard
-		res := answer(t, conn, fmt.Sprintf("UPDATE $T SET customer_id = %d, name = name || '-moved' WHERE customer_id = %d RETURNING name, customer_id", b, a))
-		if res.tag != "UPDATE 1" || len(res.rows) != 1 {
-			t.Errorf("one row: %+v", res)
-		}
-		placed(t, "one row")
-		// Every row of both shards moves by an expression of its old
-		// key; some land on their own shard, some on the other.
-		res = answer(t, conn, fmt.Sprintf("UPDATE $T AS c SET customer_id = c.customer_id + 1000 WHERE customer_id BETWEEN %d AND %d RETURNING *", lo, lo+999))
-		if res.tag != "UPDATE 10" || len(res.rows) != 10 {
-			t.Errorf("every row: %+v", res)
-		}
-		placed(t, "every row")
-		// Without RETURNING; and a WHERE that finds nothing.
-		res = answer(t, conn, fmt.Sprintf("UPDATE $T SET customer_id = customer_id - 1000 WHERE customer_id > %d AND name LIKE 'n%%'", lo+999))
-		if res.tag != "UPDATE 10" {
-			t.Errorf("without RETURNING: %+v", res)
-		}
-		res = answer(t, conn, "UPDATE $T SET customer_id = 1 WHERE customer_id = -5 RETURNING customer_id, name")
-		if res.tag != "UPDATE 0" || len(res.fields) != 2 {
-			t.Errorf("no row: %+v", res)
-		}
-		placed(t, "no row")
-	})
-
-	t.Run("unique violation rolls back every shard", func(t *testing.T) {
-		reset(t)
-		// on1[0] and on1[1] move to on2[10] and on2[1]: the first is
-		// free, the second is taken on the new shard.
-		res := answer(t, conn, fmt.Sprintf("UPDATE $T SET customer_id = CASE customer_id WHEN %d THEN %d ELSE %d END WHERE customer_id IN (%d, %d)",
-			on1[0], on2[10], on2[1], on1[0], on1[1]))
-		if res.code != "23505" {
-			t.Errorf("want a unique violation: %+v", res)
-		}
-		placed(t, "after the violation")
-		if got := contents(t, "customers"); len(got) != 10 {
-			t.Errorf("after the violation: %v", got)
-		}
-	})
-
-	t.Run("transaction", func(t *testing.T) {
-		reset(t)
-		a, b := on1[0], on2[10]
-		for _, end := range []string{"ROLLBACK", "COMMIT"} {
-			tx := connect(t, "store")
-			mustExec(t, tx, "BEGIN")
-			res := run(tx, fmt.Sprintf("UPDATE customers SET customer_id = %d WHERE customer_id = %d RETURNING customer_id", b, a))
+	moves := func(t *testing.T) {
+		t.Run("moves", func(t *testing.T) {
+			reset(t)
+			a, b := on1[0], on2[10] // b: a free key on the other shard
+			res := answer(t, conn, "UPDATE $T SET customer_id = $1, name = name || '-moved' WHERE customer_id = $2 RETURNING name, customer_id", b, a)
 			if res.tag != "UPDATE 1" || len(res.rows) != 1 {
-				t.Fatalf("%s: %+v", end, res)
+				t.Errorf("one row: %+v", res)
 			}
-			var n int
-			if err := tx.QueryRow(ctx, "SELECT count(*) FROM customers WHERE customer_id = $1", b).Scan(&n); err != nil || n != 1 {
-				t.Errorf("%s: inside the transaction the moved row is seen %d times (%v)", end, n, err)
+			placed(t, "one row")
+			// Every row of both shards moves by an expression of its old
+			// key; some land on their own shard, some on the other.
+			res = answer(t, conn, "UPDATE $T AS c SET customer_id = c.customer_id + $1 WHERE customer_id BETWEEN $2 AND $3 RETURNING *", int64(1000), int64(lo), int64(lo+999))
+			if res.tag != "UPDATE 10" || len(res.rows) != 10 {
+				t.Errorf("every row: %+v", res)
 			}
-			mustExec(t, tx, end)
-			if end == "COMMIT" {
-				mustExec(t, conn, fmt.Sprintf("UPDATE keyupd_ref SET customer_id = %d WHERE customer_id = %d", b, a))
+			placed(t, "every row")
+			// Without RETURNING; and a WHERE that finds nothing.
+			res = answer(t, conn, "UPDATE $T SET customer_id = customer_id - 1000 WHERE customer_id > $1 AND name LIKE 'n%'", int64(lo+999))
+			if res.tag != "UPDATE 10" {
+				t.Errorf("without RETURNING: %+v", res)
 			}
-			placed(t, end)
-		}
-		// A failure inside a transaction fails it; ROLLBACK undoes all.
-		reset(t)
-		mustExec(t, conn, "BEGIN")
-		res := run(conn, fmt.Sprintf("UPDATE customers SET customer_id = %d WHERE customer_id IN (%d, %d)", on2[1], on1[0], on1[1]))
-		if res.code != "23505" {
-			t.Errorf("in a transaction: %+v", res)
-		}
-		mustExec(t, conn, "ROLLBACK")
-		placed(t, "after ROLLBACK of a failed move")
-	})
+			res = answer(t, conn, "UPDATE $T SET customer_id = 1 WHERE customer_id = $1 RETURNING customer_id, name", int64(-5))
+			if res.tag != "UPDATE 0" || len(res.fields) != 2 {
+				t.Errorf("no row: %+v", res)
+			}
+			placed(t, "no row")
+		})
 
-	t.Run("extended protocol is refused", func(t *testing.T) {
+		t.Run("unique violation rolls back every shard", func(t *testing.T) {
+			reset(t)
+			// on1[0] and on1[1] move to on2[10] and on2[1]: the first is
+			// free, the second is taken on the new shard.
+			res := answer(t, conn, "UPDATE $T SET customer_id = CASE customer_id WHEN $1::bigint THEN $2::bigint ELSE $3::bigint END WHERE customer_id IN ($4, $5)",
+				on1[0], on2[10], on2[1], on1[0], on1[1])
+			if res.code != "23505" {
+				t.Errorf("want a unique violation: %+v", res)
+			}
+			placed(t, "after the violation")
+			if got := contents(t, "customers"); len(got) != 10 {
+				t.Errorf("after the violation: %v", got)
+			}
+		})
+
+		t.Run("transaction", func(t *testing.T) {
+			reset(t)
+			a, b := on1[0], on2[10]
+			for _, end := range []string{"ROLLBACK", "COMMIT"} {
+				tx := connect(t, "store")
+				mustExec(t, tx, "BEGIN")
+				res := run(tx, "UPDATE customers SET customer_id = $1 WHERE customer_id = $2 RETURNING customer_id", b, a)
+				if res.tag != "UPDATE 1" || len(res.rows) != 1 {
+					t.Fatalf("%s: %+v", end, res)
+				}
+				var n int
+				if err := tx.QueryRow(ctx, "SELECT count(*) FROM customers WHERE customer_id = $1", b).Scan(&n); err != nil || n != 1 {
+					t.Errorf("%s: inside the transaction the moved row is seen %d times (%v)", end, n, err)
+				}
+				mustExec(t, tx, end)
+				if end == "COMMIT" {
+					mustExec(t, conn, fmt.Sprintf("UPDATE keyupd_ref SET customer_id = %d WHERE customer_id = %d", b, a))
+				}
+				placed(t, end)
+			}
+			// A failure inside a transaction fails it; ROLLBACK undoes all.
+			reset(t)
+			mustExec(t, conn, "BEGIN")
+			res := run(conn, "UPDATE customers SET customer_id = $1 WHERE customer_id IN ($2, $3)", on2[1], on1[0], on1[1])
+			if res.code != "23505" {
+				t.Errorf("in a transaction: %+v", res)
+			}
+			mustExec(t, conn, "ROLLBACK")
+			placed(t, "after ROLLBACK of a failed move")
+		})
+	}
+
+	// The same statements in each protocol; pgx's simple protocol writes
+	// the arguments into the text as literals.
+	for _, m := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+		mode = m
+		t.Run(m.String(), func(t *testing.T) {
+			moves(t)
+		})
+	}
+	mode = pgx.QueryExecModeSimpleProtocol
+	t.Run("extended protocol refusals", func(t *testing.T) {
 		reset(t)
-		_, err := conn.Exec(ctx, "UPDATE customers SET customer_id = $1 WHERE customer_id = $2", on2[10], on1[0])
+		// A parameter in RETURNING: the INSERT that returns has no Bind.
+		_, err := conn.Exec(ctx, "UPDATE customers SET customer_id = $1 WHERE customer_id = $2 RETURNING name || $3", on2[10], on1[0], "x")
 		if sqlstate(err) != "0A000" {
-			t.Errorf("extended: %v", err)
+			t.Errorf("RETURNING $3: %v", err)
 		}
-		placed(t, "extended")
+		placed(t, "extended refusals")
 	})
 
 	t.Run("refusals", func(t *testing.T) {

@@ -111,4 +111,6 @@ type routed struct {
 	err       error     // the statement cannot run (0A000, 42601, ...)
 	split     *splitInsert
 	keyMove   *planner.KeyMove
+	// keyMoveBind: an extended-protocol key move's Bind (keymove.go).
+	keyMoveBind *keyMoveBind
 }

@@ -33,8 +33,9 @@ type KeyMove struct {
 	// Describe is an INSERT that inserts nothing and returns the client's
 	// RETURNING row description, for an UPDATE that moved no row.
 	Describe string
-	// Returning reports a RETURNING clause.
-	Returning bool
+	// Returning reports a RETURNING clause; ReturningParams one that
+	// holds parameters ($n), which the router's INSERT could not bind.
+	Returning, ReturningParams bool
 }
 
 // keyMove plans an UPDATE of target that assigns its shard-key column, or
@@ -157,14 +158,24 @@ func (c *planCtx) keyMove(st *Statement, q *query, target *tableRef) {
 		return
 	}
 
+	params := false
+	for _, n := range up.ReturningList {
+		walk(n.ProtoReflect(), func(m proto.Message) bool {
+			if _, ok := m.(*pg_query.ParamRef); ok {
+				params = true
+			}
+			return !params
+		})
+	}
 	st.KeyMove = &KeyMove{
-		Table:      target.name,
-		Update:     update,
-		Columns:    cols,
-		InsertHead: insert[:spans[0][0]],
-		InsertTail: insert[spans[0][1]:],
-		Describe:   describe,
-		Returning:  len(up.ReturningList) > 0,
+		Table:           target.name,
+		Update:          update,
+		Columns:         cols,
+		InsertHead:      insert[:spans[0][0]],
+		InsertTail:      insert[spans[0][1]:],
+		Describe:        describe,
+		Returning:       len(up.ReturningList) > 0,
+		ReturningParams: params,
 	}
 	// The plan holds the statement's literals.
 	c.exact = true

@@ -46,9 +46,18 @@ func TestKeyUpdatePlans(t *testing.T) {
 				t.Errorf("%s: %s\n got %s\nwant %s", tc.sql, c[0], c[1], c[2])
 			}
 		}
-		if km.Returning != (tc.tail != "") || strings.Join(km.Columns, ",") != "customer_id,name" || km.Table.Table != "customers" {
+		if km.Returning != (tc.tail != "") || km.ReturningParams || strings.Join(km.Columns, ",") != "customer_id,name" || km.Table.Table != "customers" {
 			t.Errorf("%s: %+v", tc.sql, km)
 		}
+	}
+}
+
+// A parameter in RETURNING is flagged: the router's INSERT has no Bind
+// to give it.
+func TestKeyUpdateReturningParams(t *testing.T) {
+	st := planOne(t, New(0), loadTopology(t, "store_xxhash.json"), store("UPDATE customers SET customer_id = $1 WHERE customer_id = $2 RETURNING name || $3"))
+	if st.KeyMove == nil || !st.KeyMove.ReturningParams {
+		t.Fatalf("%+v (%v)", st.KeyMove, st.Err)
 	}
 }
 
