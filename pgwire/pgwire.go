@@ -1,11 +1,12 @@
 // Package pgwire holds the few Postgres protocol helpers that the router
 // and the sidecar share: building the messages Tessera writes itself,
-// reading an ErrorResponse, walking whole messages by their headers, and
-// quoting SQL literals. Client-facing decoding lives in the router, and
+// reading an ErrorResponse, a RowDescription or a DataRow, walking whole
+// messages by their headers, and quoting SQL literals. Client-facing decoding lives in the router, and
 // everything else stays bytes (seed 003).
 package pgwire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -122,4 +123,74 @@ func QuoteLiteral(s string) string {
 		return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
 	}
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// DataRowValues splits a DataRow message (its type byte and length
+// included) into its values, nil for NULL; it returns nil for a
+// malformed message.
+func DataRowValues(msg []byte) [][]byte {
+	if len(msg) < 7 || msg[0] != 'D' {
+		return nil
+	}
+	n := int(binary.BigEndian.Uint16(msg[5:]))
+	out := make([][]byte, 0, n)
+	at := 7
+	for i := 0; i < n; i++ {
+		if at+4 > len(msg) {
+			return nil
+		}
+		l := int32(binary.BigEndian.Uint32(msg[at:]))
+		at += 4
+		if l < 0 {
+			out = append(out, nil)
+			continue
+		}
+		if at+int(l) > len(msg) {
+			return nil
+		}
+		out = append(out, msg[at:at+int(l)])
+		at += int(l)
+	}
+	return out
+}
+
+// rowDescriptionFields calls fn with each field of a RowDescription
+// message: its name and the 18 bytes after it (table OID, column number,
+// type OID, size, modifier, format). It reports false for a malformed
+// message.
+func rowDescriptionFields(msg []byte, fn func(name string, rest []byte)) bool {
+	if len(msg) < 7 || msg[0] != 'T' {
+		return false
+	}
+	n := int(binary.BigEndian.Uint16(msg[5:]))
+	at := 7
+	for i := 0; i < n; i++ {
+		end := bytes.IndexByte(msg[at:], 0)
+		if end < 0 || at+end+1+18 > len(msg) {
+			return false
+		}
+		fn(string(msg[at:at+end]), msg[at+end+1:at+end+1+18])
+		at += end + 1 + 18
+	}
+	return true
+}
+
+// RowDescriptionNames returns the field names of a RowDescription
+// message, nil for a malformed one.
+func RowDescriptionNames(msg []byte) []string {
+	var out []string
+	if !rowDescriptionFields(msg, func(name string, _ []byte) { out = append(out, name) }) {
+		return nil
+	}
+	return out
+}
+
+// RowDescriptionTypes returns the type OIDs of a RowDescription
+// message's fields, nil for a malformed one.
+func RowDescriptionTypes(msg []byte) []uint32 {
+	var out []uint32
+	if !rowDescriptionFields(msg, func(_ string, rest []byte) { out = append(out, binary.BigEndian.Uint32(rest[6:])) }) {
+		return nil
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -53,5 +54,35 @@ func TestNoticeDecodes(t *testing.T) {
 	}
 	if n.Severity != "NOTICE" || n.Code != "00000" || n.Message != "migration m1 started" {
 		t.Errorf("decoded %+v", n)
+	}
+}
+
+// DataRow and RowDescription read back what pgproto3 writes; a message
+// cut short reads as nil.
+func TestRowMessagesDecode(t *testing.T) {
+	row, err := (&pgproto3.DataRow{Values: [][]byte{[]byte("a"), nil, {}}}).Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := DataRowValues(row)
+	if len(got) != 3 || string(got[0]) != "a" || got[1] != nil || got[2] == nil || len(got[2]) != 0 {
+		t.Fatalf("DataRowValues = %q", got)
+	}
+	if DataRowValues(row[:len(row)-2]) != nil {
+		t.Fatalf("a cut DataRow decoded")
+	}
+	desc, err := (&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{
+		{Name: []byte("id"), DataTypeOID: 20}, {Name: []byte("name"), DataTypeOID: 25}}}).Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := RowDescriptionNames(desc); strings.Join(names, ",") != "id,name" {
+		t.Fatalf("RowDescriptionNames = %v", names)
+	}
+	if types := RowDescriptionTypes(desc); len(types) != 2 || types[0] != 20 || types[1] != 25 {
+		t.Fatalf("RowDescriptionTypes = %v", types)
+	}
+	if RowDescriptionTypes(desc[:len(desc)-3]) != nil {
+		t.Fatalf("a cut RowDescription decoded")
 	}
 }

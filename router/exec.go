@@ -87,6 +87,8 @@ func (c *clientConn) dispatch(ctx context.Context, r *routed, frontend []byte, p
 		return c.startCopyInto(ctx, r, frontend, prepared)
 	case routeGather:
 		return c.gatherCompute(ctx, r, frontend, prepared)
+	case routeKeyMove:
+		return c.keyMove(ctx, r, frontend)
 	}
 	return c.one(ctx, r, r.shards[0], frontend, prepared, scan)
 }

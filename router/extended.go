@@ -323,7 +323,7 @@ func (c *clientConn) target(r *routed) error {
 }
 
 func sameTargets(a, b *routed) bool {
-	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit || (a.mode == routeScatter && (a.limited || b.limited || a.engine != nil || b.engine != nil)) {
+	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit || a.mode == routeKeyMove || (a.mode == routeScatter && (a.limited || b.limited || a.engine != nil || b.engine != nil)) {
 		return false
 	}
 	for i := range a.shards {
@@ -394,6 +394,12 @@ func (c *clientConn) bind(msg []byte) error {
 		if err := r.split.makeBinds(portal, p, params); err != nil {
 			c.batchError(err)
 			return nil
+		}
+	}
+	if r.mode == routeKeyMove && r.err == nil {
+		// Its steps are bound with the client's parameters (keymove.go).
+		if err := r.bindKeyMove(portal, p, params); err != nil {
+			return err
 		}
 	}
 	switch r.kind {
@@ -528,8 +534,9 @@ func (c *clientConn) executeMsg(msg []byte) error {
 	c.batch.frontend = append(c.batch.frontend, msg...)
 	c.batch.backend = true
 	c.batch.group = -1 // the next statement starts after this Execute
-	if c.batch.r.mode == routeSplit {
-		// A split INSERT runs as a segment of its own, up to its Execute.
+	if c.batch.r.mode == routeSplit || c.batch.r.mode == routeKeyMove {
+		// A split INSERT (or a key move) runs as a segment of its own, up
+		// to its Execute.
 		c.batch.closeSegment()
 	}
 	return nil

@@ -4,14 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
-	"fmt"
 	"strconv"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/tesseradb/tessera/pgerr"
+	"github.com/tesseradb/tessera/pgwire"
 	"github.com/tesseradb/tessera/router/planner"
 )
 
@@ -65,11 +64,9 @@ func (c *clientConn) expandInsertSelect(ctx context.Context, st *plannedStmt) (s
 		}
 		sel.WithClause, ins.WithClause = ins.WithClause, nil
 	}
-	if v, ok := c.settings.get("extra_float_digits"); ok {
-		if n, err := strconv.Atoi(strings.Trim(v, `'" `)); err == nil && n < 1 {
-			return sequenceAction{}, pgerr.New(pgerr.FeatureNotSupported,
-				"INSERT ... SELECT into %s.%s with extra_float_digits %d is not supported: the router passes the rows as text", t.Schema, t.Table, n)
-		}
+	if n, lossy := c.settings.lossyFloatText(); lossy {
+		return sequenceAction{}, pgerr.New(pgerr.FeatureNotSupported,
+			"INSERT ... SELECT into %s.%s with extra_float_digits %d is not supported: the router passes the rows as text", t.Schema, t.Table, n)
 	}
 	selectSQL, err := pg_query.Deparse(&pg_query.ParseResult{Version: tree.Version,
 		Stmts: []*pg_query.RawStmt{{Stmt: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}}}})
@@ -229,11 +226,11 @@ func (c *clientConn) captureSelect(ctx context.Context, sql string) (*capturedSe
 	err = backendMessages(sink.buf.Bytes(), func(typ byte, msg []byte) error {
 		switch typ {
 		case 'T':
-			res.oids = rowDescriptionTypes(msg)
+			res.oids = pgwire.RowDescriptionTypes(msg)
 		case 'D':
-			row, err := dataRowValues(msg)
-			if err != nil {
-				return err
+			row := pgwire.DataRowValues(msg)
+			if row == nil {
+				return pgerr.New(pgerr.ProtocolViolation, "a malformed DataRow from a shard")
 			}
 			res.rows = append(res.rows, row)
 		case 'E':
@@ -270,50 +267,4 @@ func (s *captureSink) Write(p []byte) (int, error) {
 		s.buf.Write(p)
 	}
 	return len(p), nil
-}
-
-// rowDescriptionTypes returns a RowDescription's column type OIDs.
-func rowDescriptionTypes(msg []byte) []uint32 {
-	if len(msg) < 7 {
-		return nil
-	}
-	n := int(binary.BigEndian.Uint16(msg[5:]))
-	out := make([]uint32, 0, n)
-	off := 7
-	for i := 0; i < n; i++ {
-		end := bytes.IndexByte(msg[off:], 0)
-		if end < 0 || off+end+1+18 > len(msg) {
-			return out
-		}
-		off += end + 1
-		out = append(out, binary.BigEndian.Uint32(msg[off+6:]))
-		off += 18
-	}
-	return out
-}
-
-// dataRowValues returns a DataRow's values (nil for NULL).
-func dataRowValues(msg []byte) ([][]byte, error) {
-	if len(msg) < 7 {
-		return nil, fmt.Errorf("invalid DataRow")
-	}
-	n := int(binary.BigEndian.Uint16(msg[5:]))
-	out := make([][]byte, n)
-	off := 7
-	for i := range out {
-		if off+4 > len(msg) {
-			return nil, fmt.Errorf("invalid DataRow")
-		}
-		l := int(int32(binary.BigEndian.Uint32(msg[off:])))
-		off += 4
-		if l < 0 {
-			continue
-		}
-		if off+l > len(msg) {
-			return nil, fmt.Errorf("invalid DataRow")
-		}
-		out[i] = msg[off : off+l]
-		off += l
-	}
-	return out, nil
 }

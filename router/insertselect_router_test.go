@@ -118,6 +118,16 @@ func TestInsertSelectThroughTheRouter(t *testing.T) {
 	if total == 0 {
 		t.Fatal("no rows stored")
 	}
+	// Floats written with fewer digits than they hold would change on
+	// the way: refused.
+	mustExec(t, conn, "SET extra_float_digits = 0")
+	if _, err := conn.Exec(ctx, "INSERT INTO insel_target (customer_id, name, f) SELECT id + 7000, name, f FROM insel_src", pgx.QueryExecModeSimpleProtocol); sqlstate(err) != "0A000" {
+		t.Errorf("extra_float_digits 0: %v, want 0A000", err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE insel_target SET customer_id = customer_id + 7000 WHERE customer_id = 7750001", pgx.QueryExecModeSimpleProtocol); sqlstate(err) != "0A000" {
+		t.Errorf("a shard-key UPDATE under extra_float_digits 0: %v, want 0A000", err)
+	}
+	mustExec(t, conn, "RESET extra_float_digits")
 	// The extended protocol keeps the refusal.
 	if _, err := conn.Exec(ctx, "INSERT INTO insel_target (customer_id, name) SELECT id + 6000, name FROM insel_src WHERE id = $1", pgx.QueryExecModeExec, 7750001); sqlstate(err) != "0A000" {
 		t.Errorf("extended protocol: %v, want 0A000", err)

@@ -214,6 +214,9 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 	if st.Deallocates && st.Name != "" && c.stmts[st.Name] != nil {
 		r.kind = kindDeallocate
 	}
+	if c.routeKeyMove(&r, st, params) { // keymove.go
+		return r
+	}
 	switch st.Route {
 	case planner.Shard:
 		shards, err := st.Shards(params.planner())

@@ -34,6 +34,7 @@ const (
 	routeSplit                       // a multi-row INSERT split by shard (insertsplit.go)
 	routeCopyInto                    // COPY FROM STDIN split by shard (copyinto.go)
 	routeGather                      // rows gathered into the authoritative shard, which computes the answer (gather.go)
+	routeKeyMove                     // an UPDATE that changes shard keys: rows move between shards (keymove.go)
 )
 
 // routed is one statement with its targets resolved.
@@ -109,4 +110,7 @@ type routed struct {
 	sets      []*routed // SETs inside a multi-statement string sent whole
 	err       error     // the statement cannot run (0A000, 42601, ...)
 	split     *splitInsert
+	keyMove   *planner.KeyMove
+	// keyMoveBind: an extended-protocol key move's Bind (keymove.go).
+	keyMoveBind *keyMoveBind
 }

@@ -237,6 +237,19 @@ func (s *sessionSettings) withShown(names []string) []*pb.Setting {
 	return list
 }
 
+// lossyFloatText reports a session whose extra_float_digits is below 1:
+// its float4 and float8 values written as text lose digits, so the
+// router cannot pass rows through their text forms (insertselect.go,
+// keymove.go) unchanged.
+func (s *sessionSettings) lossyFloatText() (int, bool) {
+	v, ok := s.get("extra_float_digits")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.Trim(v, `'" `))
+	return n, err == nil && n < 1
+}
+
 // queryMemoryBytes is the session's memory budget per query.
 func (s *sessionSettings) queryMemoryBytes() int64 {
 	if s.queryMemory == 0 {

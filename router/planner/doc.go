@@ -114,7 +114,9 @@
 // multi-row INSERT whose rows land on different shards that cannot be
 // split by row (a WITH clause, a subquery in RETURNING, RETURNING with ON
 // CONFLICT DO NOTHING; Shards reports the others with ErrSplitInsert and
-// SplitInsert splits them), UPDATE of a shard key, MERGE into a sharded table (COPY FROM STDIN into
+// SplitInsert splits them), UPDATE of a shard key in the shapes keymove.go
+// refuses (other UPDATEs of a shard key plan as a KeyMove, which the
+// router runs as UPDATE, DELETE and a split INSERT), MERGE into a sharded table (COPY FROM STDIN into
 // one is planned as a CopyInto, which the router splits by row; COPY FROM
 // without the key column, with WHERE, or into a table with alternate
 // indexes is refused),

@@ -124,7 +124,8 @@ var routeCases = []struct {
 	{"INSERT INTO customers (customer_id, name) VALUES (42, 'a') ON CONFLICT (customer_id) DO UPDATE SET name = 'b'", nil, "insert shard customer-shard-1"},
 	{"INSERT INTO customers (customer_id, name) VALUES (42, 'a') ON CONFLICT (name) DO UPDATE SET customer_id = 1", nil, "insert error 0A000"},
 	{"UPDATE customers SET name = 'x' WHERE customer_id = 42", nil, "update shard customer-shard-1"},
-	{"UPDATE customers SET customer_id = 5 WHERE customer_id = 42", nil, "update error 0A000"},
+	{"UPDATE customers SET customer_id = 5 WHERE customer_id = 42", nil, "update shard customer-shard-1"}, // moves the row (keymove.go)
+	{"UPDATE customers SET customer_id = DEFAULT WHERE customer_id = 42", nil, "update error 0A000"},
 	{"UPDATE customers SET name = 'x'", nil, "update scatter customer-shard-1,customer-shard-2"},
 	{"DELETE FROM customers WHERE customer_id = 1 RETURNING *", nil, "delete shard customer-shard-2"},
 	{"DELETE FROM customers WHERE name = 'x'", nil, "delete scatter customer-shard-1,customer-shard-2"},
@@ -269,7 +270,7 @@ func TestUnsupportedMessages(t *testing.T) {
 		"SELECT * FROM customers WHERE customer_id IN (1, 42) OFFSET $1":                                             "OFFSET across shards is not supported yet (its shard-key values reach more than one shard of group customer_data)",
 		"INSERT INTO customers (customer_id) VALUES (1), (42)":                                                       "multi-row INSERT across shards must be split by row",
 		"INSERT INTO customers (customer_id) VALUES (1), (42) ON CONFLICT DO NOTHING RETURNING *":                    "multi-row INSERT across shards is not supported with ON CONFLICT DO NOTHING and RETURNING (the rows returned could not be matched to the VALUES rows)",
-		"UPDATE customers SET customer_id = 1":                                                                       "UPDATE of shard key column customer_id of store.public.customers is not supported yet",
+		"UPDATE customers SET customer_id = DEFAULT":                                                                 "UPDATE of shard key column customer_id of store.public.customers with SET ... = DEFAULT is not supported yet",
 		"SELECT * FROM customers c JOIN orders o ON o.note = c.name WHERE c.customer_id = 42":                        "a join not on the shard key across shards is not supported yet (store.public.orders is neither joined by its shard key to the rows the statement answers nor restricted to one shard of group customer_data by a shard-key value)",
 		"SELECT * FROM customers WHERE customer_id = 42 AND name IN (SELECT note FROM orders WHERE customer_id = 1)": "a join not on the shard key across shards is not supported yet (its shard-key values reach more than one shard of group customer_data)",
 		"SELECT * FROM customers JOIN audit_log USING (customer_id)":                                                 "a join across shard groups customer_data and main is not supported yet (store.public.customers, store.public.audit_log)",

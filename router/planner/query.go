@@ -119,6 +119,10 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 	case q.kind == Copy && target != nil:
 		c.copyInto(st, q.copy, target)
 		return
+	case q.kind == Update && setsShardKey(q.sets, target):
+		if c.keyMove(st, q, target); st.Err != nil { // keymove.go
+			return
+		}
 	case target != nil:
 		if err := checkSets(q.sets, target); err != nil {
 			st.Err = err

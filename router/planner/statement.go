@@ -101,6 +101,10 @@ type Statement struct {
 	// Gather is how a Gathered statement is answered, or, for a Shard
 	// route, how it is when its keys reach several shards (gather.go).
 	Gather *GatherPlan
+	// KeyMove is how an UPDATE that changes a shard key runs, on the
+	// shards Shards (or Targets, for a Scatter route) name
+	// (keymove.go).
+	KeyMove *KeyMove
 
 	// Err is the error the statement fails with, known at plan time: 0A000
 	// for what Tessera cannot route yet, or the Schema's error for an
