@@ -180,9 +180,18 @@ func TestInstancesFormAShard(t *testing.T) {
 
 	checkSidecarTLS(t, ctx, scB, secret, tlsfiles.Client{CA: ca.File, Cert: routerCert, Key: routerKey})
 
+	// Stopped and run again on its directory, the replica resumes as one.
+	argsB := append(common, "--zone", "zone-b", "--dir", filepath.Join(base, "b"),
+		"--postgres-listen", pgB, "--sidecar-listen", scB, "--session-listen", sessB)
 	b.stop(t)
+	restarted := time.Now()
+	b2 := startInstanceRun(t, "s1-b", argsB...)
+	if rec := waitRecord(t, s, b2, store.RoleReplica); rec.Started.Before(restarted) {
+		t.Errorf("the stopped replica's record outlived it: %+v", rec)
+	}
+	b2.stop(t)
 	a.stop(t)
-	for _, r := range []*runningInstance{a, b} {
+	for _, r := range []*runningInstance{a, b, b2} {
 		if !strings.Contains(r.stderr.String(), "stopping instance "+r.id) {
 			t.Errorf("instance %s did not stop by the signal:\n%s", r.id, r.stderr)
 		}
