@@ -90,7 +90,7 @@ One binary holds every component and operator tool as a subcommand.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newTopoCommand(), newDevCommand(opts), newStatusCommand(), newShardCommand(), newRouterCommand(),
-		newWorkerCommand(), newReplicatorCommand(), newFailoverCommand(), newSwitchoverCommand(), newDurabilityCommand(),
+		newWorkerCommand(), newInstanceCommand(), newReplicatorCommand(), newFailoverCommand(), newSwitchoverCommand(), newDurabilityCommand(),
 		newReshardCommand(), newMoveTablesCommand(), newVDiffCommand(), newWorkflowCommand(), newOnlineDDLCommand(), newSchemaCommand())
 	return root
 }

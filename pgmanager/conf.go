@@ -104,20 +104,6 @@ func (i *Instance) renderConf() []byte {
 	return b.Bytes()
 }
 
-// hbaConf is pg_hba.conf. Unix socket connections are trusted because the
-// socket directory is private (mode 0700, owned by the OS user): only the
-// sidecar (root or the same user) can reach it. TCP always needs the
-// password, for clients and for replication alike.
-const hbaConf = `# Written by Tessera's pgmanager on every start: edits here are lost.
-# TYPE  DATABASE     USER  ADDRESS        METHOD
-local   all          all                  trust
-local   replication  all                  trust
-host    all          all   127.0.0.1/32   scram-sha-256
-host    all          all   ::1/128        scram-sha-256
-host    replication  all   127.0.0.1/32   scram-sha-256
-host    replication  all   ::1/128        scram-sha-256
-`
-
 // writeDataConf writes pgmanager's files into a data directory: tessera.conf,
 // pg_hba.conf and the include line in postgresql.conf (added once).
 func (i *Instance) writeDataConf(dataDir string) error {
@@ -129,7 +115,7 @@ func (i *Instance) writeDataConf(dataDir string) error {
 			return err
 		}
 	}
-	if err := i.writeFile(filepath.Join(dataDir, "pg_hba.conf"), []byte(hbaConf), 0o600); err != nil {
+	if err := i.writeFile(filepath.Join(dataDir, "pg_hba.conf"), renderHBA(i.networks, sslOn(i.cfg.Settings)), 0o600); err != nil {
 		return err
 	}
 	pc := filepath.Join(dataDir, "postgresql.conf")

@@ -50,8 +50,15 @@ type Config struct {
 	// password file used to reach a primary, Dir/postgres.log the server's
 	// output. Relative paths are made absolute.
 	Dir string
-	// Host is the TCP listen address (listen_addresses); default 127.0.0.1.
+	// Host is the TCP listen address (listen_addresses): one host name or
+	// IP, or "*" or 0.0.0.0 for every interface; default 127.0.0.1.
 	Host string
+	// AllowedNetworks are CIDRs (10.0.0.0/8) besides loopback from which
+	// pg_hba.conf accepts password (scram-sha-256) connections, normal and
+	// replication: where the shard's other instances and the sidecars'
+	// peers live when they run on other hosts. Empty: loopback only. With
+	// ssl on in Settings, these networks must connect with TLS.
+	AllowedNetworks []string
 	// Port is the TCP port and the number in the unix socket's name.
 	Port int
 	// BinDir holds the Postgres server binaries; "" discovers them (see
@@ -175,6 +182,9 @@ func (cfg Config) normalize() (Config, error) {
 		settings[name] = v
 	}
 	cfg.Settings = settings
+	if _, err := ParseNetworks(cfg.AllowedNetworks); err != nil {
+		return cfg, fmt.Errorf("pgmanager: Config.AllowedNetworks: %w", err)
+	}
 	return cfg, nil
 }
 

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -26,6 +28,8 @@ type Instance struct {
 	bin  binaries
 	user osUser
 	log  *slog.Logger
+	// networks are Config.AllowedNetworks, parsed, for pg_hba.conf.
+	networks []netip.Prefix
 
 	// opMu serialises lifecycle operations, so that a Stop cannot
 	// interleave with a Start or a crash restart.
@@ -51,6 +55,8 @@ func New(cfg Config) (*Instance, error) {
 		return nil, err
 	}
 	cfg.Settings = maps.Clone(cfg.Settings)
+	cfg.AllowedNetworks = slices.Clone(cfg.AllowedNetworks)
+	networks, _ := ParseNetworks(cfg.AllowedNetworks) // normalize checked them
 	u, err := resolveOSUser(cfg.OSUser)
 	if err != nil {
 		return nil, err
@@ -73,6 +79,8 @@ func New(cfg Config) (*Instance, error) {
 		bin:  bin,
 		user: u,
 		log:  logger.With("instance", cfg.InstanceID),
+
+		networks: networks,
 	}, nil
 }
 

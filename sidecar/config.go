@@ -23,6 +23,9 @@ type Config struct {
 	// framed.go), the routers' fast path for query traffic; it is
 	// published as the record's session address.
 	SessionListenAddr string
+	// SessionAdvertiseAddr is the session address published in the
+	// topology service; empty means the address listened on.
+	SessionAdvertiseAddr string
 	// SessionSocket, when set with SessionListenAddr, is a unix socket
 	// path where the framed session port also listens (mode 0600), for
 	// routers on this machine; it is published as the record's session
@@ -35,6 +38,10 @@ type Config struct {
 	Secret string
 	// TLSCertFile and TLSKeyFile, when set, make the gRPC port speak TLS.
 	TLSCertFile, TLSKeyFile string
+	// TLSClientCAFile, with TLS on, makes both ports require a client
+	// certificate this CA signed (routers' --sidecar-cert), on top of the
+	// cluster secret.
+	TLSClientCAFile string
 
 	Pool PoolConfig
 	// HealthInterval is how often Postgres is checked; HeartbeatInterval
@@ -91,6 +98,9 @@ func (c *Config) validate() error {
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		errs = append(errs, errors.New("TLS needs both a certificate and a key file"))
+	}
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		errs = append(errs, errors.New("a client CA needs TLS on: a certificate and a key file"))
 	}
 	if c.Manager == nil {
 		errs = append(errs, errors.New("a Postgres manager is required"))

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -73,6 +74,13 @@ func New(cfg Config) (*Server, error) {
 			return nil, pgerr.New(pgerr.ConfigFileError, "sidecar TLS: %v", err)
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if cfg.TLSClientCAFile != "" {
+			pool, err := loadCAPool(cfg.TLSClientCAFile)
+			if err != nil {
+				return nil, pgerr.New(pgerr.ConfigFileError, "sidecar TLS client CA: %v", err)
+			}
+			tlsConfig.ClientCAs, tlsConfig.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}
 	s := &Server{
@@ -169,6 +177,28 @@ func (s *Server) sessionAddr() string {
 	return s.framedLis.Addr().String()
 }
 
+// advertisedSession is the session address published in the topology
+// service.
+func (s *Server) advertisedSession() string {
+	if s.framedLis != nil && s.cfg.SessionAdvertiseAddr != "" {
+		return s.cfg.SessionAdvertiseAddr
+	}
+	return s.sessionAddr()
+}
+
+// loadCAPool reads a PEM file of CA certificates.
+func loadCAPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
 // SessionAddr is the framed session port's address ("" without one).
 func (s *Server) SessionAddr() string { return s.sessionAddr() }
 
@@ -237,7 +267,7 @@ func (s *Server) record(role string) store.Record {
 		Zone:          s.cfg.Zone,
 		PostgresAddr:  s.cfg.PostgresAddr,
 		GRPCAddr:      s.advertised(),
-		SessionAddr:   s.sessionAddr(),
+		SessionAddr:   s.advertisedSession(),
 		SessionSocket: s.sessionSocket(),
 	}
 }
