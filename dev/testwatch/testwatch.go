@@ -39,7 +39,17 @@ func Start() (stop func()) {
 		return func() {}
 	}
 	t := time.AfterFunc(d-margin, func() {
-		fmt.Fprintf(os.Stdout, "\ntestwatch: tests still running %v after the binary started (timeout %v):\n%s", d-margin, d, Running())
+		// Every goroutine's stack goes to a file too: the test's own
+		// frames say which test waits, the others what it waits for.
+		all := make([]byte, 64<<20)
+		all = all[:runtime.Stack(all, true)]
+		where := ""
+		if f, err := os.CreateTemp("", "testwatch-*.txt"); err == nil {
+			f.Write(all)
+			f.Close()
+			where = " (every goroutine's stack: " + f.Name() + ")"
+		}
+		fmt.Fprintf(os.Stdout, "\ntestwatch: tests still running %v after the binary started (timeout %v)%s:\n%s", d-margin, d, where, Running())
 		os.Exit(2)
 	})
 	return func() { t.Stop() }
