@@ -35,7 +35,7 @@ func TestCreateTableAs(t *testing.T) {
 		"SELECT count(*) FROM ctas_c",
 		"COMMIT",
 		"EXPLAIN (COSTS OFF) CREATE TABLE ctas_x AS SELECT 1",
-		"DO $$BEGIN EXECUTE 'CREATE TABLE ctas_e (x int)'; END$$",
+		"DO $$BEGIN CREATE TABLE ctas_e (x int); END$$",
 		"DROP TABLE ctas_e",
 		"DROP TABLE ctas_e",
 	}
