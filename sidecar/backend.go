@@ -98,7 +98,15 @@ func (b *backend) recentlyIdle() bool {
 // dialBackend opens a connection over the instance's private unix socket
 // and takes it over from pgconn after startup, to speak raw protocol.
 func dialBackend(ctx context.Context, connString string, lifetime time.Duration) (*backend, error) {
-	conn, err := pgconn.Connect(ctx, connString)
+	cfg, err := pgconn.ParseConfig(connString)
+	if err != nil {
+		return nil, pgerr.New("08001", "connecting to postgres: %v", err)
+	}
+	return dialBackendConfig(ctx, cfg, lifetime)
+}
+
+func dialBackendConfig(ctx context.Context, cfg *pgconn.Config, lifetime time.Duration) (*backend, error) {
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
@@ -107,6 +115,15 @@ func dialBackend(ctx context.Context, connString string, lifetime time.Duration)
 		// 08001: the statement never reached Postgres, so a router may
 		// safely run it again once the instance (or a new primary) is back.
 		return nil, pgerr.New("08001", "connecting to postgres: %v", err)
+	}
+	// pgconn may have started its background reader during startup (a
+	// write slower than 15 ms, as under load): still blocked in a Read
+	// of the socket, it would take the first answer the sidecar waits
+	// for, and the session would wait forever. SyncConn stops it and
+	// drains pgconn's buffers before the socket changes hands.
+	if err := conn.SyncConn(ctx); err != nil {
+		conn.Close(ctx)
+		return nil, pgerr.New("08001", "taking over postgres connection: %v", err)
 	}
 	h, err := conn.Hijack()
 	if err != nil {
