@@ -148,7 +148,9 @@ func DataRowValues(msg []byte) [][]byte {
 		if at+int(l) > len(msg) {
 			return nil
 		}
-		out = append(out, msg[at:at+int(l)])
+		// Capped: appending to a value must not write over the next.
+		// A zero-length value is not NULL: it stays non-nil.
+		out = append(out, msg[at:at+int(l):at+int(l)])
 		at += int(l)
 	}
 	return out

@@ -426,27 +426,13 @@ func (s *Server) fetchRoles(ctx context.Context) (map[string]role, map[string]bo
 
 // decodeDataRow returns a DataRow's values as text ("" for NULL).
 func decodeDataRow(msg []byte) ([]string, error) {
-	b := msg[5:]
-	if len(b) < 2 {
+	vals := pgwire.DataRowValues(msg)
+	if vals == nil {
 		return nil, errors.New("short DataRow")
 	}
-	n := int(binary.BigEndian.Uint16(b))
-	b = b[2:]
-	out := make([]string, n)
-	for i := 0; i < n; i++ {
-		if len(b) < 4 {
-			return nil, errors.New("short DataRow")
-		}
-		l := int(int32(binary.BigEndian.Uint32(b)))
-		b = b[4:]
-		if l < 0 {
-			continue
-		}
-		if l > len(b) {
-			return nil, errors.New("short DataRow")
-		}
-		out[i] = string(b[:l])
-		b = b[l:]
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = string(v)
 	}
 	return out, nil
 }

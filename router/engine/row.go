@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/tesseradb/tessera/pgwire"
 )
 
 // Row is one DataRow: the message as a shard sent it (type byte, length
@@ -21,26 +23,9 @@ type Operator interface {
 // ParseDataRow splits a DataRow message (type byte 'D', length, body)
 // into its column values.
 func ParseDataRow(msg []byte) (Row, error) {
-	if len(msg) < 7 || msg[0] != 'D' {
-		return Row{}, fmt.Errorf("not a DataRow")
-	}
-	n := int(binary.BigEndian.Uint16(msg[5:]))
-	b := msg[7:]
-	values := make([][]byte, n)
-	for i := range values {
-		if len(b) < 4 {
-			return Row{}, fmt.Errorf("truncated DataRow")
-		}
-		size := int(int32(binary.BigEndian.Uint32(b)))
-		b = b[4:]
-		if size < 0 {
-			continue
-		}
-		if size > len(b) {
-			return Row{}, fmt.Errorf("truncated DataRow")
-		}
-		// A zero-length value is not NULL: keep it non-nil.
-		values[i], b = b[:size:size], b[size:]
+	values := pgwire.DataRowValues(msg)
+	if values == nil {
+		return Row{}, fmt.Errorf("not a whole DataRow")
 	}
 	return Row{Msg: msg, Values: values}, nil
 }
