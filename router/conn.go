@@ -38,6 +38,9 @@ type clientConn struct {
 	searchPathMemo searchPathMemo
 	// seqs is what currval and lastval answer (sequence.go).
 	seqs sessionSequences
+	// analyzing, while EXPLAIN (TESSERA, ANALYZE) runs its statement,
+	// takes each shard's rows and time (analyze.go).
+	analyzing *analysis
 	// w is written by the connection's goroutine and, once the session
 	// is pinned, by the backend sessions' listeners delivering
 	// notifications (pushAsync); wmu orders them.
@@ -402,6 +405,15 @@ func (c *clientConn) run(b *backendSession, batch *pb.Batch, emit func(chunk []b
 	c.runningOn = b
 	c.runMu.Unlock()
 	c.stat.ranOn(b.shard)
+	if an := c.analyzing; an != nil {
+		// EXPLAIN (TESSERA, ANALYZE): the shard's rows and time.
+		start, rows, inner := time.Now(), int64(0), emit
+		emit = func(chunk []byte, last bool) error {
+			rows += countRows(chunk)
+			return inner(chunk, last)
+		}
+		defer func() { an.add(b.shard, rows, time.Since(start)) }()
+	}
 	res, err := b.sess.RunLast(batch, emit)
 	c.runMu.Lock()
 	c.runningOn = nil

@@ -2,8 +2,8 @@ package router
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"encoding/binary"
 	"strconv"
 	"strings"
 
@@ -185,12 +185,13 @@ func (c *clientConn) runOnTargetShard(ctx context.Context, tree *pg_query.ParseR
 
 // capturedSelect is the answer of a SELECT the router ran for itself.
 type capturedSelect struct {
-	oids    []uint32   // the columns' types
-	rows    [][][]byte // text values; nil for NULL
-	failed  bool       // it failed: answer holds its error
-	answer  []byte     // its error and notices, for the client
-	notices []byte
-	over    bool // more than the session's gather_limit bytes
+	oids     []uint32   // the columns' types
+	rows     [][][]byte // text values; nil for NULL
+	rowCount int64      // DataRows, kept or not
+	failed   bool       // it failed: answer holds its error
+	answer   []byte     // its error and notices, for the client
+	notices  []byte
+	over     bool // more than the session's gather_limit bytes
 }
 
 // captureSelect runs sql (one SELECT) as the client's statement would
@@ -203,17 +204,23 @@ func (c *clientConn) captureSelect(ctx context.Context, sql string) (*capturedSe
 	if len(stmts) != 1 || stmts[0].Kind != planner.Select {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "INSERT ... SELECT whose SELECT is not a plain read is not supported yet")
 	}
-	r := c.route(stmts[0], nil)
+	return c.captureStatement(ctx, stmts[0], c.settings.gatherLimitBytes())
+}
+
+// captureStatement runs st as the client's statement would run, keeping
+// its answer from the client: its rows up to limit bytes (none with
+// limit 0: they are only counted), its other messages.
+func (c *clientConn) captureStatement(ctx context.Context, st *plannedStmt, limit int64) (*capturedSelect, error) {
+	r := c.route(st, nil)
 	if r.err != nil {
 		return nil, r.err
 	}
-	limit := c.settings.gatherLimitBytes()
 	sink := &captureSink{limit: limit}
 	c.wmu.Lock()
 	saved, savedOut := c.w, c.out
 	c.w, c.out = bufio.NewWriter(sink), nil
 	c.wmu.Unlock()
-	failed, runErr := c.execute(ctx, &r, queryMessage(sql), nil, r.scan)
+	failed, runErr := c.execute(ctx, &r, queryMessage(st.SQL), nil, r.scan)
 	c.wmu.Lock()
 	c.w.Flush()
 	sink.Write(c.out)
@@ -222,8 +229,8 @@ func (c *clientConn) captureSelect(ctx context.Context, sql string) (*capturedSe
 	if runErr != nil {
 		return nil, runErr
 	}
-	res := &capturedSelect{failed: failed, over: sink.over}
-	err = backendMessages(sink.buf.Bytes(), func(typ byte, msg []byte) error {
+	res := &capturedSelect{failed: failed, over: sink.over, rowCount: sink.rows}
+	err := backendMessages(sink.kept, func(typ byte, msg []byte) error {
 		switch typ {
 		case 'T':
 			res.oids = pgwire.RowDescriptionTypes(msg)
@@ -250,21 +257,37 @@ func (c *clientConn) captureSelect(ctx context.Context, sql string) (*capturedSe
 	return res, nil
 }
 
-// captureSink keeps what a captured statement writes, up to limit bytes
-// (then only its last messages' kinds matter: it keeps reading, to let
-// the statement end, and notes that it ran over).
+// captureSink keeps what a captured statement writes: its DataRows up to
+// limit bytes (then it notes that it ran over, and counts the rest), its
+// other messages whole. Writes may cut messages anywhere: partial holds
+// the start of one.
 type captureSink struct {
-	buf   bytes.Buffer
-	limit int64
-	over  bool
+	kept    []byte
+	partial []byte
+	limit   int64
+	rows    int64
+	over    bool
 }
 
 func (s *captureSink) Write(p []byte) (int, error) {
-	if !s.over && int64(s.buf.Len()+len(p)) > s.limit {
-		s.over = true
+	s.partial = append(s.partial, p...)
+	b := s.partial
+	for len(b) >= 5 {
+		n := 1 + int(binary.BigEndian.Uint32(b[1:5]))
+		if n < 5 || len(b) < n {
+			break
+		}
+		msg := b[:n]
+		b = b[n:]
+		if msg[0] == 'D' {
+			s.rows++
+			if s.over || int64(len(s.kept)+n) > s.limit {
+				s.over = s.limit > 0 || s.over
+				continue
+			}
+		}
+		s.kept = append(s.kept, msg...)
 	}
-	if !s.over {
-		s.buf.Write(p)
-	}
+	s.partial = append(s.partial[:0], b...)
 	return len(p), nil
 }

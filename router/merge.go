@@ -158,7 +158,7 @@ func (c *clientConn) startStreams(ctx context.Context, r *routed, frontend []byt
 			c.failTx()
 			return nil, false
 		}
-		streams[i] = &shardStream{shard: shard, b: b}
+		streams[i] = &shardStream{shard: shard, b: b, analysis: c.analyzing}
 		backends[i] = b
 		c.stat.ranOn(shard)
 	}

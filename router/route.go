@@ -140,6 +140,9 @@ func (c *clientConn) route(st *plannedStmt, params *bindParams) routed {
 	case planner.ExplainTessera:
 		r.kind = kindExplain
 		r.explain = st.Describe(params.planner())
+		if st.Analyze {
+			r.analyze = st
+		}
 		return r
 	case planner.Transaction:
 		// The simple protocol handles these in the router; the extended

@@ -106,11 +106,14 @@ type routed struct {
 	setValue  string
 	setLocal  bool
 	reset     bool
-	explain   []string  // EXPLAIN (TESSERA) lines
-	sets      []*routed // SETs inside a multi-statement string sent whole
-	err       error     // the statement cannot run (0A000, 42601, ...)
-	split     *splitInsert
-	keyMove   *planner.KeyMove
+	explain   []string // EXPLAIN (TESSERA) lines
+	// analyze: EXPLAIN (TESSERA, ANALYZE)'s statement, run for its
+	// figures (analyze.go).
+	analyze *plannedStmt
+	sets    []*routed // SETs inside a multi-statement string sent whole
+	err     error     // the statement cannot run (0A000, 42601, ...)
+	split   *splitInsert
+	keyMove *planner.KeyMove
 	// keyMoveBind: an extended-protocol key move's Bind (keymove.go).
 	keyMoveBind *keyMoveBind
 }

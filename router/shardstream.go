@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/tesseradb/tessera/router/engine"
 	"github.com/tesseradb/tessera/sidecar"
@@ -30,6 +31,9 @@ const streamChunks = 4
 type shardStream struct {
 	shard string
 	b     *backendSession
+	// analysis, under EXPLAIN (TESSERA, ANALYZE), takes the shard's
+	// rows and time (analyze.go).
+	analysis *analysis
 	// chunks carries copies of the answer's chunks; the goroutine sets
 	// res and err, then closes it.
 	chunks   chan []byte
@@ -74,8 +78,13 @@ func (l *shardLost) Error() string {
 func (s *shardStream) start(batch *pb.Batch) {
 	s.chunks = make(chan []byte, streamChunks)
 	s.finished = make(chan struct{})
+	start, rows := time.Now(), int64(0)
 	go func() {
+		defer func() { s.analysis.add(s.shard, rows, time.Since(start)) }()
 		s.res, s.err = s.b.sess.RunLast(batch, func(chunk []byte, _ bool) error {
+			if s.analysis != nil {
+				rows += countRows(chunk)
+			}
 			if len(chunk) > 0 {
 				// A copy: the session reuses its buffer, and the rows
 				// may outlive the call (the operators keep some).

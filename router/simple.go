@@ -286,6 +286,9 @@ func (c *clientConn) statement(ctx context.Context, r *routed, frontend []byte) 
 	case kindOnlineDDL:
 		return c.onlineDDL(ctx, r), nil
 	case kindExplain:
+		if r.analyze != nil {
+			return c.explainAnalyze(ctx, r.analyze, r.explain)
+		}
 		c.out = appendRowDescription(c.out, "QUERY PLAN")
 		for _, line := range r.explain {
 			c.out = appendDataRow(c.out, line)

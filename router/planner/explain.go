@@ -15,12 +15,7 @@ import (
 func (c *planCtx) planExplain(st *Statement, ex *pg_query.ExplainStmt, f *facts) {
 	if hasOption(ex.Options, "tessera") {
 		st.Kind, st.Route = ExplainTessera, Router
-		if hasOption(ex.Options, "analyze") {
-			// Rows and time per operator and shard are planned
-			// (docs/router.md); the plan alone would pass for them.
-			st.Err = unsupported("EXPLAIN (TESSERA, ANALYZE) is not supported yet: use EXPLAIN (TESSERA) for the plan")
-			return
-		}
+		st.Analyze = hasOption(ex.Options, "analyze")
 		off := explainedOffset(st.SQL)
 		inner := &Statement{SQL: st.SQL[off:], semiFrom: -1, semiTo: -1}
 		c.dispatch(inner, ex.Query, f)

@@ -113,6 +113,9 @@ type Statement struct {
 	Err error
 	// Inner is the statement EXPLAIN (TESSERA) explains.
 	Inner *Statement
+	// Analyze: EXPLAIN (TESSERA, ANALYZE), which runs Inner and reports
+	// its rows and time (the router's analyze.go).
+	Analyze bool
 	// Auto is the prepared form the router may run the statement as when
 	// it came alone in a simple-protocol Query (autoprepare.go), or nil.
 	Auto *AutoPrepared
