@@ -22,7 +22,9 @@ func TestExplainAnalyze(t *testing.T) {
 	mustExec(t, conn,
 		"CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)",
 		"DELETE FROM customers WHERE customer_id BETWEEN 7760000 AND 7760099")
-	t.Cleanup(func() { mustExec(t, connect(t, "store"), "DELETE FROM customers WHERE customer_id BETWEEN 7760000 AND 7760099") })
+	t.Cleanup(func() {
+		mustExec(t, connect(t, "store"), "DELETE FROM customers WHERE customer_id BETWEEN 7760000 AND 7760099")
+	})
 	var values []string
 	for i := range 30 {
 		values = append(values, fmt.Sprintf("(%d, 'a%d')", 7760000+i, i%4))
