@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tesseradb/tessera/topo"
 )
 
 // TestExplainAnalyze: EXPLAIN (TESSERA, ANALYZE) runs the read it explains
@@ -105,4 +107,33 @@ func placedOn(t *testing.T, id int64) string {
 		t.Fatal(err)
 	}
 	return shard
+}
+
+// TestRouterAnswersInAStringOnOneShard: with one shard in the topology a
+// string of statements goes to it whole, but EXPLAIN (TESSERA) and SHOW
+// tessera.* in it are the router's to answer (Postgres refused the
+// first with 42601 "unrecognized EXPLAIN option").
+func TestRouterAnswersInAStringOnOneShard(t *testing.T) {
+	ctx := context.Background()
+	snap, err := cluster.Store().GetTopology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := snap.Topology
+	one, err := topo.Parse([]byte(`{"authoritative_shard_group": "main",
+		"shard_groups": [{"uid": "main", "key_ranges": [{"shard_uid": "shard-0"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { applyTopology(t, base) })
+	applyTopology(t, one)
+	conn := connect(t, "postgres")
+	results, err := conn.PgConn().Exec(ctx, "SELECT 1; EXPLAIN (TESSERA) SELECT 2; SHOW tessera.fanout").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 3 || len(results[1].Rows) == 0 || !strings.HasPrefix(string(results[1].Rows[0][0]), "Statement: select") ||
+		len(results[2].Rows) != 1 || string(results[2].Rows[0][0]) != "scatter" {
+		t.Fatalf("results %+v", results)
+	}
 }

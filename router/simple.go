@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"strings"
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/router/planner"
@@ -87,6 +88,19 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 	}
 }
 
+// routerAnswers reports whether a string holds a statement the router
+// answers itself, which the one shard would not know: EXPLAIN (TESSERA)
+// and SHOW tessera.*. Such a string runs statement by statement even when
+// the topology has one shard.
+func routerAnswers(stmts []*plannedStmt) bool {
+	for _, st := range stmts {
+		if st.Kind == planner.ExplainTessera || st.Kind == planner.Show && strings.HasPrefix(strings.ToLower(st.Name), "tessera.") {
+			return true
+		}
+	}
+	return false
+}
+
 // placesAnew reports whether the next statement starts somewhere new: no
 // transaction is open on a shard. The router opens a transaction lazily,
 // on the shard of its first statement after BEGIN, so a BEGIN'd
@@ -132,7 +146,7 @@ func (c *clientConn) runQuery(ctx context.Context, msg []byte, sql string, stmts
 			return nil
 		}
 	}
-	if len(stmts) == 1 || c.onlyShard() != "" || c.sameShard(stmts) {
+	if len(stmts) == 1 || c.onlyShard() != "" && !routerAnswers(stmts) || c.sameShard(stmts) {
 		// The whole string goes to one shard as it came: Postgres keeps its
 		// implicit-transaction semantics.
 		r := c.route(stmts[0], nil)
