@@ -88,6 +88,8 @@ func (c *clientConn) explainAnalyze(ctx context.Context, st *plannedStmt, lines 
 		return true, nil
 	}
 	lines = append(lines, fmt.Sprintf("Actual: %d rows in %.3f ms", res.rowCount, float64(elapsed.Microseconds())/1000))
+	an.mu.Lock()
+	defer an.mu.Unlock()
 	names := make([]string, 0, len(an.shards))
 	for name := range an.shards {
 		names = append(names, name)

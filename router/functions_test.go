@@ -149,7 +149,7 @@ END $$`,
 		if !refusedFor(err, "a DO block that reads or writes tables on other shards") {
 			t.Errorf("DO updating customers (%v): %v; want 0A000", mode, err)
 		}
-		_, err = conn.Exec(ctx, "DO $$BEGIN EXECUTE 'DELETE FROM do_plain'; END$$", mode)
+		_, err = conn.Exec(ctx, "DO $$BEGIN EXECUTE 'DELETE FROM ' || 'do_plain'; END$$", mode)
 		if !refusedFor(err, "a DO block that reads or writes tables on other shards") {
 			t.Errorf("DO running dynamic SQL (%v): %v; want 0A000", mode, err)
 		}

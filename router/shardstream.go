@@ -80,7 +80,6 @@ func (s *shardStream) start(batch *pb.Batch) {
 	s.finished = make(chan struct{})
 	start, rows := time.Now(), int64(0)
 	go func() {
-		defer func() { s.analysis.add(s.shard, rows, time.Since(start)) }()
 		s.res, s.err = s.b.sess.RunLast(batch, func(chunk []byte, _ bool) error {
 			if s.analysis != nil {
 				rows += countRows(chunk)
@@ -92,6 +91,8 @@ func (s *shardStream) start(batch *pb.Batch) {
 			}
 			return nil
 		})
+		// Before the stream ends: its reader reads the figures after.
+		s.analysis.add(s.shard, rows, time.Since(start))
 		close(s.chunks)
 		close(s.finished)
 	}()

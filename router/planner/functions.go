@@ -296,7 +296,12 @@ func PLpgSQLStatements(def string) (stmts []string, opaque bool) {
 			for k, e := range x {
 				switch {
 				case dynamicPLpgSQL[k]:
-					opaque = true
+					// EXECUTE 'a constant': read as the statement it is.
+					if sql, ok := constantDynamic(e); ok {
+						stmts = append(stmts, sql)
+					} else {
+						opaque = true
+					}
 					visit(e)
 				case k == "query":
 					if s, ok := e.(string); ok {
@@ -316,6 +321,53 @@ func PLpgSQLStatements(def string) (stmts []string, opaque bool) {
 	}
 	visit(tree)
 	return stmts, opaque
+}
+
+// constantDynamic returns the SQL of a dynamic statement whose text is a
+// string constant (EXECUTE 'CREATE TABLE t (x int)'): the first
+// expression under node, when it is one.
+func constantDynamic(node any) (string, bool) {
+	expr, ok := firstQuery(node)
+	if !ok {
+		return "", false
+	}
+	tree, err := pg_query.Parse("SELECT " + expr)
+	if err != nil || len(tree.Stmts) != 1 {
+		return "", false
+	}
+	targets := tree.Stmts[0].Stmt.GetSelectStmt().GetTargetList()
+	if len(targets) != 1 {
+		return "", false
+	}
+	c := targets[0].GetResTarget().GetVal().GetAConst()
+	if c == nil || c.GetSval() == nil {
+		return "", false
+	}
+	return c.GetSval().GetSval(), true
+}
+
+// firstQuery finds the first expression text ("query") under node.
+func firstQuery(node any) (string, bool) {
+	switch x := node.(type) {
+	case map[string]any:
+		if q, ok := x["query"].(string); ok {
+			return q, true
+		}
+		for _, k := range []string{"query", "PLpgSQL_expr"} {
+			if v, ok := x[k]; ok {
+				if q, ok := firstQuery(v); ok {
+					return q, true
+				}
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if q, ok := firstQuery(e); ok {
+				return q, true
+			}
+		}
+	}
+	return "", false
 }
 
 // dynamicPLpgSQL are the keys of the PL/pgSQL parse tree that run a

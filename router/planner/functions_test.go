@@ -56,12 +56,18 @@ END $$`)
 	if opaque {
 		t.Errorf("a body without dynamic SQL taken for opaque")
 	}
+	// EXECUTE of a constant string is read as its statement.
+	got, opaque = PLpgSQLStatements(`CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN EXECUTE 'UPDATE c SET v = 1'; END $$`)
+	if opaque || !strings.Contains(strings.Join(got, " | "), "UPDATE c SET v = 1") {
+		t.Errorf("EXECUTE of a constant: %q, opaque %v", got, opaque)
+	}
 	// Each way of running SQL built at run time makes a body opaque.
 	for _, body := range []string{
 		"BEGIN EXECUTE 'SELECT count(*) FROM ' || t; END",
-		"DECLARE r record; BEGIN FOR r IN EXECUTE 'SELECT 1' LOOP END LOOP; END",
-		"BEGIN RETURN QUERY EXECUTE 'SELECT 1'; END",
-		"DECLARE c refcursor; BEGIN OPEN c FOR EXECUTE 'SELECT 1'; END",
+		"DECLARE r record; BEGIN FOR r IN EXECUTE 'SELECT 1 FROM ' || t LOOP END LOOP; END",
+		"BEGIN RETURN QUERY EXECUTE format('SELECT 1 FROM %I', t); END",
+		"DECLARE c refcursor; BEGIN OPEN c FOR EXECUTE 'SELECT 1 FROM ' || t; END",
 		"BEGIN this does not parse; END",
 	} {
 		if _, opaque := PLpgSQLStatements("CREATE FUNCTION f(t text) RETURNS SETOF int LANGUAGE plpgsql AS $$" + body + "$$"); !opaque {
@@ -83,7 +89,9 @@ func TestDoBlocksReadingTablesElsewhere(t *testing.T) {
 		{"DO $$BEGIN UPDATE customers SET name = 'x'; END$$", true},
 		{"DO $$DECLARE n int; BEGIN SELECT count(*) INTO n FROM customers; END$$", true},
 		{"DO $$BEGIN PERFORM n_customers(); END$$", true},
-		{"DO $$BEGIN EXECUTE 'SELECT 1'; END$$", true},
+		{"DO $$BEGIN EXECUTE 'SELECT ' || 1; END$$", true},
+		{"DO $$BEGIN EXECUTE 'UPDATE customers SET name = ''x'''; END$$", true},
+		{"DO $$BEGIN EXECUTE 'CREATE TABLE easi AS SELECT * FROM currencies'; END$$", false}, // a constant, read
 		{"DO LANGUAGE plperl $$ spi_exec_query('SELECT 1') $$", true},
 		{"DO $$BEGIN INSERT INTO currencies VALUES ('EUR'); END$$", false}, // a copy on shard-0
 		{"DO $$BEGIN RAISE NOTICE 'hello'; END$$", false},
@@ -98,7 +106,7 @@ func TestDoBlocksReadingTablesElsewhere(t *testing.T) {
 	// With one shard there is nothing elsewhere.
 	one := parseTopology(t, `{"authoritative_shard_group": "main",
   "shard_groups": [{"uid": "main", "key_ranges": [{"shard_uid": "shard-0"}]}]}`)
-	if st := planOne(t, New(0), one, store("DO $$BEGIN EXECUTE 'SELECT 1'; END$$")); st.Err != nil {
+	if st := planOne(t, New(0), one, store("DO $$BEGIN EXECUTE 'SELECT ' || 1; END$$")); st.Err != nil {
 		t.Errorf("DO on one shard: %v", st.Err)
 	}
 }
