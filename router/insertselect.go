@@ -14,9 +14,10 @@ import (
 	"github.com/tesseradb/tessera/router/planner"
 )
 
-// INSERT ... SELECT into a table beyond the authoritative shard that the
-// shards cannot run themselves (planner/insertselect.go pushes down the
-// colocated case) is run by the router in a simple-protocol Query: it
+// INSERT ... SELECT that the shards cannot run themselves (into a sharded
+// table from rows of other shards, or into an unsharded table from a
+// sharded one; planner/insertselect.go pushes down the colocated case) is
+// run by the router in a simple-protocol Query: it
 // runs the SELECT as a statement of its own, as a client's (routed,
 // merged or gathered), reads its rows, and makes the statement again as
 // INSERT ... VALUES of those rows, each value a literal of the SELECT
@@ -36,8 +37,8 @@ import (
 // 1 is refused (its floats would lose digits). The extended protocol
 // keeps the refusal.
 
-// expandInsertSelect rewrites st, a refused INSERT ... SELECT into a table
-// beyond the authoritative shard, as INSERT ... VALUES of the SELECT's
+// expandInsertSelect rewrites st, a refused INSERT ... SELECT, as INSERT
+// ... VALUES of the SELECT's
 // rows; it answers the client itself when the SELECT fails or gives no
 // rows. A zero action leaves the planner's refusal to answer.
 func (c *clientConn) expandInsertSelect(ctx context.Context, st *plannedStmt) (sequenceAction, error) {
@@ -46,7 +47,7 @@ func (c *clientConn) expandInsertSelect(ctx context.Context, st *plannedStmt) (s
 		return sequenceAction{}, nil
 	}
 	t := st.Tables[0]
-	if t.Database != c.database || !c.beyondAuthoritative(t.Schema, t.Table) {
+	if t.Database != c.database {
 		return sequenceAction{}, nil
 	}
 	tree, err := pg_query.Parse(st.SQL)
