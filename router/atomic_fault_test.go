@@ -19,9 +19,9 @@ import (
 // account on customer-shard-1 (the commit point: written first) and one
 // on customer-shard-2, each transfer one transaction that also writes a
 // ledger row on both shards, while the shards' client backends are
-// terminated and their Postgres killed (restarted in place by pgmanager)
-// at random moments, so that transactions and commits break at every
-// step: between statements, at PREPARE, at the commit point and at
+// terminated, their sidecars killed (and started again) and their
+// Postgres killed (restarted in place by pgmanager) at random moments, so
+// that transactions and commits break at every step: between statements, at PREPARE, at the commit point and at
 // COMMIT PREPARED. Afterwards, and after one recovery pass: the balances'
 // sum is unchanged, every acknowledged transfer has both ledger rows, no
 // transfer has one without the other, and nothing is left prepared.
@@ -35,9 +35,12 @@ func TestAtomicTransfersUnderFaults(t *testing.T) {
 	for time.Now().Before(deadline) {
 		time.Sleep(time.Duration(800+rand.IntN(800)) * time.Millisecond)
 		shard := []string{"customer-shard-1", "customer-shard-2"}[rand.IntN(2)]
-		if rand.IntN(3) == 0 {
+		switch rand.IntN(4) {
+		case 0:
 			faults[killPostgres(t, shard)]++
-		} else {
+		case 1:
+			faults[killSidecar(t, shard)]++
+		default:
 			faults[terminateBackends(t, shard)]++
 		}
 	}
@@ -166,6 +169,23 @@ func killPostgres(t *testing.T, shard string) string {
 		return "kill postgres failed"
 	}
 	return "kill postgres " + shard
+}
+
+// killSidecar stops a shard primary's sidecar at once (its sessions and
+// backends end, prepared transactions stay) and starts it again after a
+// moment, as a supervisor restarts a dead process.
+func killSidecar(t *testing.T, shard string) string {
+	id, _ := primaryOf(t, shard)
+	if err := cluster.KillSidecar(id); err != nil {
+		return "kill sidecar failed"
+	}
+	time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cluster.RestartSidecar(ctx, id); err != nil {
+		t.Fatalf("restarting the sidecar of %s: %v", id, err)
+	}
+	return "kill sidecar " + shard
 }
 
 // terminateBackends ends every client backend of a shard's primary.
