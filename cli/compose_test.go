@@ -59,7 +59,7 @@ func TestComposeFile(t *testing.T) {
 	}
 
 	kinds := map[string][]string{} // subcommand → services
-	zones := map[string][]string{}  // shard → zones of its instances
+	zones := map[string][]string{} // shard → zones of its instances
 	var applied string
 	ids := map[string]bool{}
 	for name, svc := range cf.Services {
