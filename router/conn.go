@@ -350,7 +350,7 @@ func (c *clientConn) sessionAt(ctx context.Context, key, shard string, replica, 
 	}
 
 	var sess *sidecar.ClientSession
-	if in.rec.SessionAddr != "" {
+	if in.record().SessionAddr != "" {
 		// The framed session port: the hot path without gRPC.
 		sess, err = c.dialFramed(ctx, in)
 	} else {
@@ -371,12 +371,12 @@ func (c *clientConn) dialFramed(ctx context.Context, in *instance) (*sidecar.Cli
 	opts := c.srv.shards.dialOptions()
 	// The path may name another machine's sidecar: the hello says which
 	// instance this router means.
-	opts.ShardUID, opts.InstanceID = in.rec.ShardUID, in.rec.InstanceID
-	path := in.rec.SessionSocket
+	opts.ShardUID, opts.InstanceID = in.record().ShardUID, in.record().InstanceID
+	path := in.record().SessionSocket
 	if !in.socketUsable(time.Now()) {
 		path = ""
 	}
-	sess, socketFailed, err := sidecar.DialLocalSession(ctx, path, in.rec.SessionAddr, opts, c.database, c.user, c.cancelToken)
+	sess, socketFailed, err := sidecar.DialLocalSession(ctx, path, in.record().SessionAddr, opts, c.database, c.user, c.cancelToken)
 	if socketFailed {
 		in.socketFailed(time.Now())
 	}

@@ -45,7 +45,10 @@ type shards struct {
 
 // instance is one sidecar the router can reach.
 type instance struct {
-	rec    store.Record
+	// rec is the instance's discovery record, replaced whole (never
+	// changed in place) when the sidecar registers again: sessions read it
+	// without the shards' lock (record).
+	rec    atomic.Pointer[store.Record]
 	client *sidecar.Client
 	stop   context.CancelFunc // ends the health stream
 	health atomic.Pointer[pb.HealthStatus]
@@ -58,6 +61,9 @@ type instance struct {
 	// socketRetry after that.
 	socketFailedAt atomic.Int64
 }
+
+// record is the instance's latest discovery record.
+func (in *instance) record() *store.Record { return in.rec.Load() }
 
 // socketRetry is how long a router that could not reach a sidecar by its
 // unix socket (another machine's path, or a sidecar restarting) uses TCP
@@ -131,8 +137,8 @@ func (s *shards) update(ctx context.Context, recs []store.Record) {
 	for _, rec := range recs {
 		seen[rec.InstanceID] = true
 		cur := s.instances[rec.InstanceID]
-		if cur != nil && cur.rec.GRPCAddr == rec.GRPCAddr {
-			cur.rec = rec
+		if cur != nil && cur.record().GRPCAddr == rec.GRPCAddr {
+			cur.rec.Store(&rec)
 			continue
 		}
 		if cur != nil {
@@ -142,7 +148,8 @@ func (s *shards) update(ctx context.Context, recs []store.Record) {
 		if err != nil {
 			continue
 		}
-		in := &instance{rec: rec, client: client}
+		in := &instance{client: client}
+		in.rec.Store(&rec)
 		hctx, stop := context.WithCancel(ctx)
 		in.stop = stop
 		go in.watchHealth(hctx, s.dialOptions(), s.bump)
@@ -169,7 +176,7 @@ func (in *instance) close() {
 // changed when serving or writability flips. While the stream is broken
 // or silent the instance counts as unhealthy.
 func (in *instance) watchHealth(ctx context.Context, dial sidecar.DialOptions, changed func()) {
-	healthwatch.Follow(ctx, healthwatch.Config{Addr: in.rec.GRPCAddr, Dial: dial}, healthFollower{in, changed})
+	healthwatch.Follow(ctx, healthwatch.Config{Addr: in.record().GRPCAddr, Dial: dial}, healthFollower{in, changed})
 }
 
 // healthFollower records what an instance's Health stream says.
@@ -241,19 +248,19 @@ func (s *shards) pick(shard string, replica bool) (*instance, error) {
 	st, recorded := s.states[shard]
 	recorded = recorded && st.Primary != ""
 	if !replica && recorded {
-		if in := s.instances[st.Primary]; in != nil && in.rec.ShardUID == shard {
+		if in := s.instances[st.Primary]; in != nil && in.record().ShardUID == shard {
 			return in, nil
 		}
 		return nil, pgerr.New("08006", "shard %s: its primary %s is unavailable", shard, st.Primary)
 	}
 	var candidates []*instance
 	for _, in := range s.instances {
-		if in.rec.ShardUID != shard {
+		if in.record().ShardUID != shard {
 			continue
 		}
-		isPrimary := in.rec.Role == store.RolePrimary
+		isPrimary := in.record().Role == store.RolePrimary
 		if recorded {
-			isPrimary = in.rec.InstanceID == st.Primary
+			isPrimary = in.record().InstanceID == st.Primary
 		}
 		if isPrimary != replica {
 			candidates = append(candidates, in)
@@ -271,7 +278,7 @@ func (s *shards) pick(shard string, replica bool) (*instance, error) {
 		if si != sj {
 			return si
 		}
-		return candidates[i].rec.InstanceID < candidates[j].rec.InstanceID
+		return candidates[i].record().InstanceID < candidates[j].record().InstanceID
 	})
 	return candidates[0], nil
 }
@@ -281,7 +288,7 @@ func (s *shards) pick(shard string, replica bool) (*instance, error) {
 func (in *instance) writable() bool {
 	h := in.health.Load()
 	if h == nil {
-		return in.rec.Role == store.RolePrimary
+		return in.record().Role == store.RolePrimary
 	}
 	return h.Writable
 }
