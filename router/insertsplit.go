@@ -114,29 +114,45 @@ func (s *splitInsert) makeBinds(portal string, p *prepared, params *bindParams) 
 // segment: its Bind, then its Execute (without a row limit) last, with
 // Parse, Describe or Close around them.
 func (s *splitInsert) checkBatch(frontend []byte) error {
+	refuse := pgerr.New(pgerr.FeatureNotSupported, "a multi-row INSERT across shards must be bound and executed (without a row limit) in one batch")
+	if s.bind == nil {
+		return refuse
+	}
+	return checkBoundSegment(frontend, s.portal, true, refuse)
+}
+
+// checkBoundSegment accepts a segment the router runs as its own
+// statements in place of the client's Bind and Execute (a split INSERT, a
+// key move): one Bind, and last one Execute of portal without a row
+// limit, with Parse, Close and a Describe of the portal (of the statement
+// too, when describeStatement) around them; else refuse.
+func checkBoundSegment(frontend []byte, portal string, describeStatement bool, refuse error) error {
 	binds, execs := 0, 0
 	last := byte(0)
-	refuse := pgerr.New(pgerr.FeatureNotSupported, "a multi-row INSERT across shards must be bound and executed (without a row limit) in one batch")
 	err := backendMessages(frontend, func(typ byte, msg []byte) error {
 		switch typ {
 		case 'B':
 			binds++
 		case 'E':
 			execs++
-			portal, off, err := cstring(msg, 5)
-			if err != nil || portal != s.portal || off+4 != len(msg) || binary.BigEndian.Uint32(msg[off:]) != 0 {
+			name, off, err := cstring(msg, 5)
+			if err != nil || name != portal || off+4 != len(msg) || binary.BigEndian.Uint32(msg[off:]) != 0 {
+				return refuse
+			}
+		case 'D':
+			if !describeStatement && (len(msg) < 6 || msg[5] != 'P') {
 				return refuse
 			}
 		case 'S':
 			return nil
-		case 'P', 'D', 'C':
+		case 'P', 'C':
 		default:
 			return refuse
 		}
 		last = typ
 		return nil
 	})
-	if err != nil || s.bind == nil || binds != 1 || execs != 1 || last != 'E' {
+	if err != nil || binds != 1 || execs != 1 || last != 'E' {
 		return refuse
 	}
 	return nil

@@ -83,41 +83,12 @@ func (r *routed) bindKeyMove(portal string, p *prepared, params *bindParams) err
 	return nil
 }
 
-// check accepts the messages of a key move's segment: its
-// Bind, then its Execute (without a row limit) last, with Parse,
-// Describe of the portal or Close around them.
+// check accepts the messages of a key move's segment: its Bind, then its
+// Execute (without a row limit) last, with Parse, Describe of the portal
+// or Close around them.
 func (b *keyMoveBind) check(frontend []byte) error {
-	binds, execs := 0, 0
-	last := byte(0)
-	refuse := pgerr.New(pgerr.FeatureNotSupported,
-		"an UPDATE of a shard key column must be bound and executed (without a row limit) in one batch, without describing its statement there")
-	err := backendMessages(frontend, func(typ byte, msg []byte) error {
-		switch typ {
-		case 'B':
-			binds++
-		case 'E':
-			execs++
-			portal, off, err := cstring(msg, 5)
-			if err != nil || portal != b.portal || off+4 != len(msg) || binary.BigEndian.Uint32(msg[off:]) != 0 {
-				return refuse
-			}
-		case 'D':
-			if len(msg) < 6 || msg[5] != 'P' {
-				return refuse
-			}
-		case 'S':
-			return nil
-		case 'P', 'C':
-		default:
-			return refuse
-		}
-		last = typ
-		return nil
-	})
-	if err != nil || binds != 1 || execs != 1 || last != 'E' {
-		return refuse
-	}
-	return nil
+	return checkBoundSegment(frontend, b.portal, false, pgerr.New(pgerr.FeatureNotSupported,
+		"an UPDATE of a shard key column must be bound and executed (without a row limit) in one batch, without describing its statement there"))
 }
 
 // extendedMessages is an extended-protocol batch running sql (no

@@ -19,14 +19,13 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 	}
 	sql := string(msg[5 : len(msg)-1])
 	var hold tableHold
-	filled, expanded := false, false
+	rewrites := 0 // of rewriteQuery's, done
+plan:
 	for {
 		stmts, revision, err := c.plan(sql, nil)
-		if err == nil && !expanded && len(stmts) == 1 {
-			// INSERT ... SELECT the router runs (insertselect.go):
-			// made INSERT ... VALUES once, then planned again.
-			expanded = true
-			act, err := c.expandInsertSelect(ctx, stmts[0])
+		for err == nil && rewrites < queryRewrites {
+			act, err := c.rewriteQuery(ctx, rewrites, stmts)
+			rewrites++
 			switch {
 			case err != nil:
 				c.out = appendError(c.out, "ERROR", err)
@@ -38,26 +37,7 @@ func (c *clientConn) simpleQuery(msg []byte) error {
 				return nil
 			case act.sql != "":
 				sql, msg = act.sql, queryMessage(act.sql)
-				continue
-			}
-		}
-		if err == nil && !filled {
-			// Sequence values the router serves (sequence_insert.go):
-			// filled in once, then planned again with them.
-			filled = true
-			act, err := c.sequencesOf(ctx, stmts)
-			switch {
-			case err != nil:
-				c.out = appendError(c.out, "ERROR", err)
-				c.failTx()
-				c.out = appendReady(c.out, c.status())
-				return nil
-			case act.answered:
-				c.out = appendReady(c.out, c.status())
-				return nil
-			case act.sql != "":
-				sql, msg = act.sql, queryMessage(act.sql)
-				continue
+				continue plan
 			}
 		}
 		if err == nil && c.placesAnew() {
@@ -99,6 +79,23 @@ func routerAnswers(stmts []*plannedStmt) bool {
 		}
 	}
 	return false
+}
+
+// queryRewrites counts rewriteQuery's rewrites.
+const queryRewrites = 2
+
+// rewriteQuery makes rewrite i of a Query's planned statements, which
+// each run once, in order, the Query planned again after one rewrites
+// it: INSERT ... SELECT made INSERT ... VALUES (insertselect.go), then
+// the sequence values the router serves filled in (sequence_insert.go).
+func (c *clientConn) rewriteQuery(ctx context.Context, i int, stmts []*plannedStmt) (sequenceAction, error) {
+	if i == 0 {
+		if len(stmts) != 1 {
+			return sequenceAction{}, nil
+		}
+		return c.expandInsertSelect(ctx, stmts[0])
+	}
+	return c.sequencesOf(ctx, stmts)
 }
 
 // placesAnew reports whether the next statement starts somewhere new: no
