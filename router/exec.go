@@ -394,7 +394,10 @@ func errLowDisk(shard string) error {
 // open, and returns the whole answer, for split INSERTs, whose answers
 // the router combines. A write to a
 // primary low on disk is refused.
-func (c *clientConn) answerOf(ctx context.Context, shard string, write bool, batch *pb.Batch) ([]byte, error) {
+//
+// limit, when above 0, bounds the bytes of the answer kept: beyond it the
+// answer is an error (54000).
+func (c *clientConn) answerOf(ctx context.Context, shard string, write bool, batch *pb.Batch, limit int64) ([]byte, error) {
 	replica := c.settings.replica()
 	b, err := c.session(ctx, shard, replica)
 	if err == nil {
@@ -407,14 +410,22 @@ func (c *clientConn) answerOf(ctx context.Context, shard string, write bool, bat
 		return nil, err
 	}
 	var answer []byte
+	over := false
 	res, err := c.run(b, batch, func(chunk []byte, _ bool) error {
-		answer = append(answer, chunk...)
+		// Past the limit the answer is read to its end, kept no more:
+		// the session stays usable for the rollback that follows.
+		if over = over || limit > 0 && int64(len(answer)+len(chunk)) > limit; !over {
+			answer = append(answer, chunk...)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	c.adoptStatus(shard, res.TxStatus)
+	if over {
+		return nil, pgerr.New("54000", "the answer of shard %s is more than tessera.gather_limit (%d bytes) for the router to hold", shard, limit)
+	}
 	return answer, nil
 }
 

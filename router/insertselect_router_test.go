@@ -122,6 +122,20 @@ func TestInsertSelectThroughTheRouter(t *testing.T) {
 	if total == 0 {
 		t.Fatal("no rows stored")
 	}
+	// Rows held by the router are bounded by tessera.gather_limit: past
+	// it 54000, and nothing moved or inserted.
+	before := fmt.Sprint(allRows(t, conn, "SELECT customer_id, name FROM insel_target ORDER BY customer_id"))
+	mustExec(t, conn, "SET tessera.gather_limit = '200'")
+	if _, err := conn.Exec(ctx, "INSERT INTO insel_target (customer_id, name) SELECT id + 8000, name FROM insel_src", pgx.QueryExecModeSimpleProtocol); sqlstate(err) != "54000" {
+		t.Errorf("INSERT ... SELECT past tessera.gather_limit: %v, want 54000", err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE insel_target SET customer_id = customer_id + 8000", pgx.QueryExecModeSimpleProtocol); sqlstate(err) != "54000" {
+		t.Errorf("a shard-key UPDATE past tessera.gather_limit: %v, want 54000", err)
+	}
+	mustExec(t, conn, "RESET tessera.gather_limit")
+	if after := fmt.Sprint(allRows(t, conn, "SELECT customer_id, name FROM insel_target ORDER BY customer_id")); after != before {
+		t.Errorf("rows changed by statements refused past the limit:\n%s\nwas\n%s", after, before)
+	}
 	// Floats written with fewer digits than they hold would change on
 	// the way: refused.
 	mustExec(t, conn, "SET extra_float_digits = 0")

@@ -208,7 +208,7 @@ func (c *clientConn) splitInsert(ctx context.Context, r *routed, frontend []byte
 			fe = s.frontendFor(i, frontend)
 			prep = append(append(prep, prepared...), s.prepared[i])
 		}
-		answer, err := c.answerOf(ctx, shard, true, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: fe, Prepared: prep})
+		answer, err := c.answerOf(ctx, shard, true, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: fe, Prepared: prep}, 0)
 		if err != nil {
 			return fail(shardError(shard, err))
 		}

@@ -195,8 +195,11 @@ func (c *clientConn) keyMove(ctx context.Context, r *routed, frontend []byte) (b
 	fail := func(err error) (bool, error) { return failWith(appendError(nil, "ERROR", err)) }
 	// step runs one statement on shard and returns its answer's messages,
 	// or the messages to fail with.
+	// The moved rows pass through the router's memory: bounded, as a
+	// gather's, by tessera.gather_limit for each step's answer.
+	limit := c.settings.gatherLimitBytes()
 	step := func(shard string, fe []byte, prepared ...*pb.PreparedStatement) (*keyMoveAnswer, []byte) {
-		answer, err := c.answerOf(ctx, shard, true, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: fe, Prepared: prepared})
+		answer, err := c.answerOf(ctx, shard, true, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: fe, Prepared: prepared}, limit)
 		if err != nil {
 			return nil, appendError(nil, "ERROR", shardError(shard, err))
 		}
