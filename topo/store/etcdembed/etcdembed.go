@@ -53,6 +53,14 @@ type Options struct {
 	// (https endpoints); ClientCAFile, when set too, requires clients to
 	// present a certificate it signed.
 	CertFile, KeyFile, ClientCAFile string
+	// Name, PeerAddr and InitialCluster make the member one of a cluster
+	// of several (each in a process, or on a host, of its own): its name,
+	// the host:port its peers reach it at (listened on and advertised),
+	// and every member as name=http://host:port, comma-separated, as
+	// etcd's --initial-cluster. Empty: a cluster of this member alone.
+	// A member of several waits for a quorum before Run returns, and
+	// uses raft timings that tolerate a loaded machine.
+	Name, PeerAddr, InitialCluster string
 }
 
 // Run starts a member as StartServer does, placed by opts.
@@ -79,12 +87,22 @@ func Run(opts Options) (*Server, error) {
 	client := url.URL{Scheme: scheme, Host: clientAddr}
 	cfg := embed.NewConfig()
 	cfg.Name = "etcdembed"
+	if opts.Name != "" {
+		cfg.Name = opts.Name
+	}
+	if opts.PeerAddr != "" {
+		local = url.URL{Scheme: "http", Host: opts.PeerAddr}
+	}
 	cfg.Dir = dir
 	cfg.ListenClientUrls = []url.URL{client}
 	cfg.AdvertiseClientUrls = []url.URL{client}
 	cfg.ListenPeerUrls = []url.URL{local}
 	cfg.AdvertisePeerUrls = []url.URL{local}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if opts.InitialCluster != "" {
+		cfg.InitialCluster = opts.InitialCluster
+		cfg.InitialClusterToken = "tessera"
+	}
 	if opts.CertFile != "" {
 		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = opts.CertFile, opts.KeyFile
 		if opts.ClientCAFile != "" {
@@ -100,6 +118,13 @@ func Run(opts Options) (*Server, error) {
 	// expiry are quick.
 	cfg.TickMs = 10
 	cfg.ElectionMs = 100
+	if opts.InitialCluster != "" {
+		// Members of several exchange heartbeats over a network on a
+		// machine that may be busy: 100ms elections would change leader
+		// at every stall.
+		cfg.TickMs = 50
+		cfg.ElectionMs = 1000
+	}
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
