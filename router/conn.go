@@ -262,6 +262,7 @@ func (c *clientConn) pushAsync(msgs []byte) {
 // left open and return their connections clean.
 func (c *clientConn) close() {
 	for _, b := range c.backends {
+		b.inst.sessions.untrack(b.sess)
 		b.sess.Close()
 	}
 	c.nc.Close()
@@ -359,6 +360,16 @@ func (c *clientConn) sessionAt(ctx context.Context, key, shard string, replica, 
 	if err != nil {
 		return nil, err
 	}
+	in.sessions.track(sess)
+	if !replica && c.srv.shards.gen.Load() != gen {
+		// The shards changed while the stream opened: a primary deposed
+		// meanwhile abandoned its sessions before this one was tracked.
+		if now, err := c.srv.shards.pick(shard, false); err != nil || now != in {
+			in.sessions.untrack(sess)
+			sess.Abandon()
+			return nil, pgerr.New("08006", "shard %s: its primary changed while a session opened on it", shard)
+		}
+	}
 	b = &backendSession{shard: shard, inst: in, sess: sess, gen: gen}
 	c.backends[key] = b
 	return b, nil
@@ -390,6 +401,7 @@ func (c *clientConn) dropSession(b *backendSession) {
 			delete(c.backends, k)
 		}
 	}
+	b.inst.sessions.untrack(b.sess)
 	b.sess.Close()
 }
 

@@ -60,6 +60,9 @@ type instance struct {
 	// open a session (unix nanoseconds, 0 never): sessions go by TCP for
 	// socketRetry after that.
 	socketFailedAt atomic.Int64
+	// sessions are the router's sessions open on the instance, abandoned
+	// when it is deposed or gone (abandon.go).
+	sessions openSessions
 }
 
 // record is the instance's latest discovery record.
@@ -101,6 +104,14 @@ func (s *shards) follow(ctx context.Context, st *store.Store) error {
 	go func() {
 		for list := range states {
 			s.mu.Lock()
+			// Primaries the new states replace: their sessions are
+			// abandoned (abandon.go) before anyone hears of the change.
+			var deposed []*instance
+			for _, st := range list {
+				if old := s.states[st.Shard].Primary; old != "" && old != st.Primary && s.instances[old] != nil {
+					deposed = append(deposed, s.instances[old])
+				}
+			}
 			clear(s.states)
 			signal := false
 			for _, st := range list {
@@ -109,6 +120,9 @@ func (s *shards) follow(ctx context.Context, st *store.Store) error {
 			}
 			s.anyBuffering.Store(signal)
 			s.mu.Unlock()
+			for _, in := range deposed {
+				in.sessions.abandon()
+			}
 			s.bump()
 		}
 	}()
@@ -142,7 +156,10 @@ func (s *shards) update(ctx context.Context, recs []store.Record) {
 			continue
 		}
 		if cur != nil {
+			// Registered again at another address: the sessions held
+			// at the old one lead nowhere.
 			cur.close()
+			cur.sessions.abandon()
 		}
 		client, err := sidecar.Dial(rec.GRPCAddr, s.dialOptions())
 		if err != nil {
@@ -158,6 +175,7 @@ func (s *shards) update(ctx context.Context, recs []store.Record) {
 	for id, in := range s.instances {
 		if !seen[id] {
 			in.close()
+			in.sessions.abandon()
 			delete(s.instances, id)
 		}
 	}

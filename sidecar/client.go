@@ -286,6 +286,19 @@ func (s *ClientSession) recvShared() (*pb.SessionResponse, error) {
 	return s.stream.Recv()
 }
 
+// Abandon ends the session at once, from any goroutine, without a word
+// to the sidecar: its connection (or stream) is closed, so a batch
+// waiting for its answer ends with an error, as does every later one.
+// For a sidecar that can no longer be reached or waited for, such as a
+// primary deposed while the network cut it off; Close afterwards
+// returns without waiting. An in-process session has no network to be
+// cut off by, and is left alone.
+func (s *ClientSession) Abandon() {
+	if s.local == nil {
+		s.cancel()
+	}
+}
+
 // Close ends the session and waits for the sidecar to finish with it.
 func (s *ClientSession) Close() error {
 	if s.local != nil {
