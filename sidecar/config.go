@@ -55,6 +55,12 @@ type Config struct {
 	// Store, when set, is where the sidecar registers itself.
 	Store           *store.Store
 	RegistrationTTL time.Duration
+	// IsolationFence, when set (it needs a Store), closes the gate to
+	// client batches while the topology service has not answered a
+	// quorum read of the shard's state for this long (isolation.go). It
+	// must be at least MinIsolationFence, and shorter than the admin's
+	// detection window. 0 turns it off.
+	IsolationFence time.Duration
 
 	Logger *slog.Logger
 }
@@ -104,6 +110,12 @@ func (c *Config) validate() error {
 	}
 	if c.Manager == nil {
 		errs = append(errs, errors.New("a Postgres manager is required"))
+	}
+	switch {
+	case c.IsolationFence < 0 || c.IsolationFence > 0 && c.IsolationFence < MinIsolationFence:
+		errs = append(errs, fmt.Errorf("isolation fence %s: want 0 (off) or at least %s", c.IsolationFence, MinIsolationFence))
+	case c.IsolationFence > 0 && c.Store == nil:
+		errs = append(errs, errors.New("the isolation fence needs the topology service (a store)"))
 	}
 	p := c.Pool
 	if p.Capacity < 1 || p.MinIdle < 0 || p.MinIdle > p.Capacity {

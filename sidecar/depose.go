@@ -79,7 +79,7 @@ func (s *Server) readShardState(ctx context.Context) error {
 
 // noteShardState records st's primary with the gate.
 func (s *Server) noteShardState(st store.ShardState) {
-	s.fence.recordedState(recordedPrimary{st.Primary, st.Term}, s.deposedBy(st))
+	s.fence.recordedState(recordedPrimary{st.Primary, st.Term}, s.deposedBy(st), st.Revision)
 }
 
 // followShardState watches the shard's state until ctx ends; whenever
@@ -113,16 +113,22 @@ func (s *Server) followShardState(ctx context.Context) {
 				s.kickHealth()
 			}
 			if recorded == s.cfg.InstanceID && s.deposedBy(st) {
-				// The gate first, as Fence does: a batch that found it
-				// open holds a connection abandon closes.
-				s.fence.depose()
-				n := s.pools.abandon()
-				s.log.Warn("the shard's primary moved to another instance: abandoned this instance's connections",
-					"new_primary", st.Primary, "term", st.Term, "connections", n)
+				s.movedAway(st)
 			}
 			recorded, term, first = st.Primary, st.Term, false
 		}
 	}
+}
+
+// movedAway closes the gate and abandons the pools' connections: the
+// recorded primary moved from this instance to st's.
+func (s *Server) movedAway(st store.ShardState) {
+	// The gate first, as Fence does: a batch that found it open holds a
+	// connection abandon closes.
+	s.fence.depose()
+	n := s.pools.abandon()
+	s.log.Warn("the shard's primary moved to another instance: abandoned this instance's connections",
+		"new_primary", st.Primary, "term", st.Term, "connections", n)
 }
 
 // depose fences Postgres whenever an observation found it a deposed

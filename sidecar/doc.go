@@ -26,6 +26,9 @@
 // (autocommit reads of many sessions pipelined on shared connections),
 // backend.go (one Postgres connection), sendwait.go (a request sent from
 // inside the wait for its answer), wire.go (message framing), health.go,
-// ops.go, cancel.go, auth.go, client.go (the Go client), metrics.go
-// (Prometheus metrics, read when scraped).
+// fence.go (the gate that refuses client batches while fenced),
+// depose.go (following the shard's state; a deposed primary fences
+// itself), isolation.go (the gate also closes while etcd is out of
+// reach), ops.go, cancel.go, auth.go, client.go (the Go client),
+// metrics.go (Prometheus metrics, read when scraped).
 package sidecar

@@ -26,3 +26,11 @@ func AskNewBackend(ctx context.Context, cfg *pgconn.Config, sql string, wait tim
 	})
 	return append(got, last.chunk...), err
 }
+
+// CutOff reports whether the sidecar's gate is closed because the
+// topology service has not answered (isolation.go).
+func (s *Server) CutOff() bool {
+	s.fence.mu.Lock()
+	defer s.fence.mu.Unlock()
+	return s.fence.isolated
+}

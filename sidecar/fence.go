@@ -31,11 +31,18 @@ import (
 
 // fenceGate says whether client batches may run. closed is read on every
 // batch (one atomic load); the rest changes only with operations, health
-// observations and the shard's state, under mu.
+// observations, the shard's state and the isolation fence, under mu,
+// which keeps closed equal to fenced || isolated.
 type fenceGate struct {
 	closed atomic.Bool
 
 	mu sync.Mutex
+	// fenced: the gate is closed by an operation, by what Postgres said
+	// or by deposition. isolated: it is closed because the topology
+	// service has not answered for too long (isolation.go). They are kept
+	// apart so that the end of an isolation never opens a gate that
+	// something else closed.
+	fenced, isolated bool
 	// known: the gate's state has been learned, from Postgres or an
 	// operation. Until then it is closed: a sidecar starting in front of
 	// a fenced instance must not open it before it has looked.
@@ -52,6 +59,9 @@ type fenceGate struct {
 	recorded   recordedPrimary
 	deposed    bool
 	sawReplica bool
+	// revision is the etcd revision of the shard state recorded last, so
+	// that a probe's read (isolation.go) never replaces a newer one.
+	revision int64
 	// byDeposition: the gate was closed because the instance was a
 	// deposed primary, and no operation set it since. Once Postgres runs
 	// in recovery without its own fence, that no longer applies and an
@@ -65,9 +75,15 @@ type recordedPrimary struct {
 }
 
 func newFenceGate() *fenceGate {
-	g := &fenceGate{}
+	g := &fenceGate{fenced: true}
 	g.closed.Store(true)
 	return g
+}
+
+// setFenced sets fenced and publishes closed; mu is held.
+func (g *fenceGate) setFenced(fenced bool) {
+	g.fenced = fenced
+	g.closed.Store(g.fenced || g.isolated)
 }
 
 // set is an operation's word: Fence closes the gate (before Postgres is
@@ -76,7 +92,7 @@ func newFenceGate() *fenceGate {
 func (g *fenceGate) set(fenced bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.closed.Store(fenced)
+	g.setFenced(fenced)
 	g.known = true
 	g.gen++
 	g.byDeposition = false
@@ -87,8 +103,8 @@ func (g *fenceGate) set(fenced bool) {
 func (g *fenceGate) depose() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.closed.Load() {
-		g.closed.Store(true)
+	if !g.fenced {
+		g.setFenced(true)
 		g.byDeposition = true
 	}
 	g.known = true
@@ -102,14 +118,19 @@ func (g *fenceGate) generation() uint64 {
 }
 
 // recordedState notes the shard's recorded primary: deposed says it is
-// another instance.
-func (g *fenceGate) recordedState(r recordedPrimary, deposed bool) {
+// another instance; revision is the state's etcd revision.
+func (g *fenceGate) recordedState(r recordedPrimary, deposed bool, revision int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.recordLocked(r, deposed, revision)
+}
+
+// recordLocked is recordedState with mu held.
+func (g *fenceGate) recordLocked(r recordedPrimary, deposed bool, revision int64) {
 	if r != g.recorded {
 		g.sawReplica = false
 	}
-	g.recorded, g.deposed = r, deposed
+	g.recorded, g.deposed, g.revision = r, deposed, revision
 }
 
 // observed applies what a running Postgres said about itself, unless an
@@ -132,20 +153,20 @@ func (g *fenceGate) observed(gen uint64, ps pgmanager.Status) (fencePostgres boo
 		return false
 	}
 	if g.deposed && ps.Role == pgmanager.RolePrimary && !g.sawReplica {
-		if !g.closed.Load() {
-			g.closed.Store(true)
+		if !g.fenced {
+			g.setFenced(true)
 			g.byDeposition = true
 		}
 		g.known = true
 		return !ps.Fenced
 	}
 	if g.byDeposition && ps.Role == pgmanager.RoleReplica && !ps.Fenced {
-		g.closed.Store(false)
+		g.setFenced(false)
 		g.byDeposition = false
 		return false
 	}
 	if !g.known || ps.Fenced {
-		g.closed.Store(ps.Fenced)
+		g.setFenced(ps.Fenced)
 		g.known = true
 		g.byDeposition = false
 	}
@@ -154,6 +175,10 @@ func (g *fenceGate) observed(gen uint64, ps pgmanager.Status) (fencePostgres boo
 
 // errFenced is what every client batch gets while the gate is closed.
 func (s *Server) errFenced() error {
+	if s.fence.onlyIsolated() {
+		return pgerr.New("57P03", "instance %s of shard %s is cut off from the topology service: it runs no statements until it reaches it again",
+			s.cfg.InstanceID, s.cfg.ShardUID)
+	}
 	return pgerr.New("57P03", "instance %s of shard %s is fenced: it runs no statements while its shard's primary changes",
 		s.cfg.InstanceID, s.cfg.ShardUID)
 }

@@ -21,10 +21,12 @@ import (
 
 // Server is a running sidecar.
 //
-// Goroutines: Start runs the gRPC server, the health monitor and the pool
-// upkeep, each until Stop; gRPC runs one goroutine per call, and a Session
-// call owns its backend while it holds one. Stop stops accepting calls,
-// ends open streams, closes the pools and removes the registration.
+// Goroutines: Start runs the gRPC server, the health monitor, the pool
+// upkeep and, with a Store, the shard state's watch and the isolation
+// fence's probes, each until Stop; gRPC runs one goroutine per call, and
+// a Session call owns its backend while it holds one. Stop stops
+// accepting calls, ends open streams, closes the pools and removes the
+// registration.
 type Server struct {
 	pb.UnimplementedSidecarServer
 
@@ -122,6 +124,7 @@ func (s *Server) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.runCtx = cancel, runCtx
 	s.locals = map[*localStream]struct{}{}
+	stateRead := time.Now() // the isolation fence counts from this read
 	if s.cfg.Store != nil {
 		// Before the first observation, which may open the gate.
 		if err := s.readShardState(ctx); err != nil {
@@ -149,6 +152,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.cfg.Store != nil {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.followShardState(runCtx) }()
+	}
+	if s.cfg.IsolationFence > 0 {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.watchIsolation(runCtx, stateRead) }()
 	}
 	for _, l := range []net.Listener{s.framedLis, s.socketLis} {
 		if l != nil {

@@ -102,7 +102,10 @@ func decodeShardState(prefix string, kv *mvccpb.KeyValue) (ShardState, bool) {
 }
 
 // GetShardState reads a shard's state. A shard with none stored gets a
-// zero state (Revision 0) naming it.
+// zero state (Revision 0) naming it. The read is linearizable (etcd's
+// default, not WithSerializable): a member cut off from its quorum fails
+// it rather than answer from its own copy, which the sidecar's isolation
+// fence relies on.
 func (s *Store) GetShardState(ctx context.Context, shard string) (ShardState, error) {
 	if shard == "" {
 		return ShardState{}, errors.New("shard uid is empty")
