@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -35,6 +36,7 @@ type instanceFlags struct {
 	allowedNetworks                   []string
 
 	sidecarTLSCert, sidecarTLSKey, sidecarTLSClientCA string
+	isolationFence                                    string
 	logLevel                                          string
 }
 
@@ -75,6 +77,9 @@ func (f *instanceFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.sidecarTLSKey, "sidecar-tls-key", os.Getenv("TESSERA_SIDECAR_TLS_KEY"), "key file of --sidecar-tls-cert (env TESSERA_SIDECAR_TLS_KEY)")
 	fl.StringVar(&f.sidecarTLSClientCA, "sidecar-tls-client-ca", os.Getenv("TESSERA_SIDECAR_TLS_CLIENT_CA"),
 		"CA file: clients must present a certificate it signed (routers' --sidecar-cert; env TESSERA_SIDECAR_TLS_CLIENT_CA)")
+	fl.StringVar(&f.isolationFence, "isolation-fence", envOr("TESSERA_ISOLATION_FENCE", "1s"),
+		"longest `duration` the sidecar serves without reaching a quorum of etcd: past it, a cut-off instance refuses every client statement (57P03) until etcd answers again, so that a cut-off primary takes no writes once its shard may fail over. "+
+			"It must be shorter than the worker admin's detect window (1.5 s by default); at least "+sidecar.MinIsolationFence.String()+"; 0 turns it off (env TESSERA_ISOLATION_FENCE)")
 	fl.StringVar(&f.logLevel, "log-level", envOr("TESSERA_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env TESSERA_LOG_LEVEL)")
 }
 
@@ -178,6 +183,13 @@ func (f *instanceFlags) check() (*instanceSpec, error) {
 			p.add("%s: %v", file.flag, err)
 		}
 	}
+	isolationFence, err := time.ParseDuration(f.isolationFence)
+	switch {
+	case err != nil:
+		p.add("--isolation-fence %q: want a duration such as 1s or 800ms (0 turns it off)", f.isolationFence)
+	case isolationFence < 0 || isolationFence > 0 && isolationFence < sidecar.MinIsolationFence:
+		p.add("--isolation-fence %s: want 0 (off) or at least %s", isolationFence, sidecar.MinIsolationFence)
+	}
 	if _, err := newLogger(nil, f.logLevel); err != nil {
 		p.add("%v", err)
 	}
@@ -210,6 +222,7 @@ func (f *instanceFlags) check() (*instanceSpec, error) {
 		TLSCertFile:          f.sidecarTLSCert,
 		TLSKeyFile:           f.sidecarTLSKey,
 		TLSClientCAFile:      f.sidecarTLSClientCA,
+		IsolationFence:       isolationFence,
 	}
 	return spec, nil
 }

@@ -3,8 +3,10 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -61,6 +63,7 @@ func TestInstanceFlagsReportEveryProblem(t *testing.T) {
 		"--sidecar-tls-key", filepath.Join(dir, "key.pem"),
 		"--sidecar-tls-client-ca", filepath.Join(dir, "ca.pem"),
 		"--log-level", "loud",
+		"--isolation-fence", "50ms",
 	)
 	if code == 0 {
 		t.Fatalf("tessera instance accepted bad flags: %s", stderr)
@@ -82,7 +85,8 @@ func TestInstanceFlagsReportEveryProblem(t *testing.T) {
 		"--sidecar-tls-key: stat",
 		"--sidecar-tls-client-ca: stat",
 		`--log-level "loud"`,
-		"16 problem(s)",
+		"--isolation-fence 50ms: want 0 (off) or at least 200ms",
+		"17 problem(s)",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("the error lacks %q:\n%s", want, stderr)
@@ -113,6 +117,7 @@ func TestInstanceFlagsFromEnvironment(t *testing.T) {
 		"TESSERA_SIDECAR_ADVERTISE":      "db-b.internal:6500",
 		"TESSERA_SESSION_LISTEN":         "10.0.1.2:6501",
 		"TESSERA_ALLOWED_NETWORKS":       "10.0.0.0/16, fd00::/64",
+		"TESSERA_ISOLATION_FENCE":        "800ms",
 	}
 	for k, v := range env {
 		t.Setenv(k, v)
@@ -131,8 +136,44 @@ func TestInstanceFlagsFromEnvironment(t *testing.T) {
 	}
 	if sc.ShardUID != "shard-1" || sc.Zone != "zone-c" || sc.PostgresAddr != "10.0.1.2:5432" || sc.ListenAddr != "0.0.0.0:6500" ||
 		sc.AdvertiseAddr != "db-b.internal:6500" || sc.SessionListenAddr != "10.0.1.2:6501" || sc.SessionAdvertiseAddr != "" ||
-		sc.Secret != "0123456789abcdef-secret" {
+		sc.Secret != "0123456789abcdef-secret" || sc.IsolationFence != 800*time.Millisecond {
 		t.Errorf("sidecar config %+v", sc)
+	}
+}
+
+// TestInstanceIsolationFenceFlag: the sidecar's isolation fence is on by
+// default (1 s, under the admin's 1.5 s detect window), 0 turns it off,
+// and a value too short or not a duration is refused.
+func TestInstanceIsolationFenceFlag(t *testing.T) {
+	clearInstanceEnv(t)
+	dir := t.TempDir()
+	required := []string{"--etcd", "http://10.0.0.9:2379", "--shard", "shard-1", "--id", "shard-1-a", "--zone", "zone-a",
+		"--dir", filepath.Join(dir, "inst"),
+		"--secret-file", writeSecret(t, dir, "secret", "0123456789abcdef-secret"),
+		"--postgres-password-file", writeSecret(t, dir, "pgpass", "pg-password")}
+	for _, c := range []struct {
+		arg  []string
+		want time.Duration
+		err  string
+	}{
+		{nil, time.Second, ""},
+		{[]string{"--isolation-fence", "0"}, 0, ""},
+		{[]string{"--isolation-fence", "750ms"}, 750 * time.Millisecond, ""},
+		{[]string{"--isolation-fence", "100ms"}, 0, "--isolation-fence 100ms: want 0 (off) or at least 200ms"},
+		{[]string{"--isolation-fence", "-1s"}, 0, "--isolation-fence -1s: want 0 (off)"},
+		{[]string{"--isolation-fence", "soon"}, 0, `--isolation-fence "soon": want a duration`},
+	} {
+		spec, err := parseInstanceFlags(t, append(slices.Clone(required), c.arg...)...)
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: %v; want an error with %q", c.arg, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%v: %v", c.arg, err)
+		case spec.sc.IsolationFence != c.want:
+			t.Errorf("%v: isolation fence %v; want %v", c.arg, spec.sc.IsolationFence, c.want)
+		}
 	}
 }
 
