@@ -89,9 +89,13 @@ func runInstance(ctx context.Context, spec *instanceSpec, logger *slog.Logger, o
 		}
 	}()
 
-	if err := initInstance(ctx, s, pg, spec); err != nil {
+	unlock, err := initInstance(ctx, s, pg, spec)
+	if err != nil {
 		return err
 	}
+	// A new primary holds the shard's join lock until it has registered,
+	// so that an instance started beside it finds it and copies it.
+	defer unlock()
 	if err := pg.Start(ctx); err != nil {
 		return fmt.Errorf("starting Postgres: %w", err)
 	}
@@ -104,6 +108,7 @@ func runInstance(ctx context.Context, spec *instanceSpec, logger *slog.Logger, o
 		sc = nil // Start cleans up after itself
 		return fmt.Errorf("starting the sidecar: %w", err)
 	}
+	unlock()
 	role := ""
 	if h := sc.LatestHealth(); h != nil {
 		role = h.Role
@@ -116,35 +121,57 @@ func runInstance(ctx context.Context, spec *instanceSpec, logger *slog.Logger, o
 }
 
 // initInstance creates the data directory unless it exists: a new primary
-// when the shard has none, else a replica of the one registered.
-func initInstance(ctx context.Context, s *store.Store, pg *pgmanager.Instance, spec *instanceSpec) error {
+// when the shard has none, else a replica of the one registered. It
+// decides under the shard's join lock (store.LockShardJoin); when it
+// created a new primary the lock is still held, and unlock, to call once
+// the sidecar has registered, releases it.
+func initInstance(ctx context.Context, s *store.Store, pg *pgmanager.Instance, spec *instanceSpec) (unlock func(), err error) {
+	noLock := func() {}
 	if pg.Initialized() {
-		return nil
+		return noLock, nil
 	}
 	shard, self := spec.sc.ShardUID, spec.sc.InstanceID
+	unlock, err = s.LockShardJoin(ctx, shard)
+	if err != nil {
+		return noLock, err
+	}
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
 	primary, found, err := registeredPrimary(ctx, s, shard, self)
 	if err != nil {
-		return err
+		return noLock, err
 	}
 	if found {
+		// A primary exists: others may join beside this one at once.
+		unlock()
 		if err := pg.InitReplica(ctx, primary); err != nil {
-			return fmt.Errorf("base backup from shard %s's primary %s: %w", shard, primary, err)
+			return noLock, fmt.Errorf("base backup from shard %s's primary %s: %w", shard, primary, err)
 		}
-		return nil
+		return noLock, nil
 	}
 	// No primary registered. If the shard's state names one, it is down,
 	// not absent: a new database here would split the shard in two.
 	st, err := s.GetShardState(ctx, shard)
 	if err != nil {
-		return fmt.Errorf("reading shard %s's state: %w", shard, err)
+		return noLock, fmt.Errorf("reading shard %s's state: %w", shard, err)
 	}
 	if st.Primary != "" && st.Primary != self {
-		return fmt.Errorf("shard %s's primary is %s, which is not registered: start it (or fail over) before adding instance %s", shard, st.Primary, self)
+		return noLock, fmt.Errorf("shard %s's primary is %s, which is not registered: start it (or fail over) before adding instance %s", shard, st.Primary, self)
+	}
+	creator, err := s.ClaimShardCreation(ctx, shard, self)
+	if err != nil {
+		return noLock, err
+	}
+	if creator != self {
+		return noLock, fmt.Errorf("shard %s's database was created by instance %s, which is not registered: start it before adding instance %s", shard, creator, self)
 	}
 	if err := pg.InitPrimary(ctx); err != nil {
-		return fmt.Errorf("initdb: %w", err)
+		return noLock, fmt.Errorf("initdb: %w", err)
 	}
-	return nil
+	return unlock, nil
 }
 
 // registeredPrimary finds the Postgres address the shard's registered
