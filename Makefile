@@ -18,7 +18,8 @@ test:
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -run TestAllocations ./router/planner/
 	$(GO) test -count=1 -run TestTPCH ./router/fidelity/
-	$(GO) test -count=1 -timeout 30m ./e2e/
+	$(GO) test -count=1 -timeout 30m -skip TestClusterOfSeparateHosts ./e2e/
+	$(GO) test -count=1 -timeout 15m -v -run TestClusterOfSeparateHosts ./e2e/
 
 # A short coverage-guided run of every fuzz target (their seed corpora
 # already run as ordinary tests in `make test`).

@@ -44,6 +44,9 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	flag.Parse()
+	if code, ok := runHostProcess(); ok {
+		return code
+	}
 	if os.Getenv(resumeDBEnv) != "" {
 		// The child process of TestResumeFromDBFile needs no cluster.
 		return m.Run()
