@@ -142,9 +142,11 @@ func (c *clientConn) serve() {
 		c.fatal(err)
 		return
 	}
-	atStatementEnd := true
+	// The first wait follows the login, not a statement: Drain may close
+	// the session there only once it has stayed idle (drain.go).
+	atStatementEnd, loggedIn := true, true
 	for {
-		if err := c.waitForMessage(atStatementEnd); err != nil {
+		if err := c.waitForMessage(atStatementEnd, loggedIn); err != nil {
 			c.fatal(err)
 			return
 		}
@@ -155,6 +157,7 @@ func (c *clientConn) serve() {
 		if !c.messageArrived() {
 			return
 		}
+		loggedIn = false
 		if err != nil {
 			if !isDisconnect(err) {
 				c.fatal(err)

@@ -10,16 +10,20 @@ import (
 // Draining: how a router leaves without costing clients a statement that
 // was not in flight (docs/operations.md, "Draining a router").
 //
-// Drain takes the router out of discovery and answers new connections as
-// a Postgres that is shutting down does (57P03). A session is closed with
-// 57P01 at the first moment it owes its client nothing: right after the
-// ReadyForQuery that ends a statement outside a transaction (in the same
-// write, so a client that checks its connection before the next
-// statement, as pgxpool does, sees it), or, when it is already idle, once
-// it has stayed idle for a whole drain tick. A session in a transaction
-// runs on until the transaction ends. When the grace period is over, the
-// statements still running are canceled and every session is ended with
-// 57P01, as Postgres's fast shutdown does.
+// Drain closes the listening socket, so that new connections are refused
+// at TCP and a client or load balancer with another router to try moves
+// on at once, and takes the router out of discovery. A connection
+// accepted before the socket closed is answered after its startup packet
+// as a Postgres that is shutting down answers it (57P03, on which libpq
+// and pgx try the next host too). A session is closed with 57P01 at the
+// first moment it owes its client nothing: right after the ReadyForQuery
+// that ends a statement outside a transaction (in the same write, so a
+// client that checks its connection before the next statement, as
+// pgxpool does, sees it), or, when it is idle (just logged in, or
+// between statements), once it has stayed idle for a whole drain tick. A
+// session in a transaction runs on until the transaction ends. When the
+// grace period is over, the statements still running are canceled and
+// every session is ended with 57P01, as Postgres's fast shutdown does.
 
 var (
 	// cannot_connect_now and admin_shutdown, as Postgres says them.
@@ -40,15 +44,18 @@ const (
 	connDrainClosed              // Drain closed it while it waited
 )
 
-// Drain stops the router the way a rolling restart needs: out of
-// discovery, new connections refused with 57P03, sessions closed between
-// statements, open transactions given until grace to end. It returns when
-// every session is gone or ctx ends (then the rest are ended with 57P01);
-// Stop then finishes the shutdown.
+// Drain stops the router the way a rolling restart needs: new connections
+// refused (the listening socket closed; one already accepted is answered
+// 57P03), out of discovery, sessions closed between statements, open
+// transactions given until grace to end. It returns when every session is
+// gone or ctx ends (then the rest are ended with 57P01); Stop then
+// finishes the shutdown. Another router may listen on the address as soon
+// as Drain has begun.
 func (s *Server) Drain(ctx context.Context, grace time.Duration) {
 	s.draining.Store(true)
+	s.stopAccepting()
 	if s.reg != nil {
-		// Discovery first: tools and load balancers that follow it stop
+		// Then discovery: tools and load balancers that follow it stop
 		// sending clients here.
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		s.reg.Close(rctx)
@@ -138,8 +145,13 @@ func (c *clientConn) closeWith(err error) {
 // waitForMessage publishes, before the connection blocks reading, whether
 // Drain may close it there. It returns the error to end the session with
 // instead, when the router is draining and the session owes its client
-// nothing: then it goes out with the ReadyForQuery just queued.
-func (c *clientConn) waitForMessage(atStatementEnd bool) error {
+// nothing: then it goes out with the ReadyForQuery just queued. Not so
+// right after the login (loggedIn): a client that has just connected
+// is about to send its first statement, which closing the session then
+// would fail although it was never in flight (libpq reports the
+// connection made at that ReadyForQuery); the session is closed only if
+// it stays idle for a whole drain tick, as any idle one.
+func (c *clientConn) waitForMessage(atStatementEnd, loggedIn bool) error {
 	state := connBusy
 	switch {
 	case !atStatementEnd || c.copyIn != nil || c.rd.r.Buffered() > 0:
@@ -151,7 +163,7 @@ func (c *clientConn) waitForMessage(atStatementEnd bool) error {
 		}
 	default:
 		state = connIdle
-		if c.srv.draining.Load() {
+		if c.srv.draining.Load() && !loggedIn {
 			return errAdminShutdown
 		}
 	}

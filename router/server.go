@@ -74,6 +74,11 @@ type Server struct {
 	// is over (drain.go).
 	draining, graceOver atomic.Bool
 
+	// stopAccept asks the accept loop to end (stopAccepting), and
+	// acceptDone is closed when it has.
+	stopAccept, acceptDone chan struct{}
+	stopAcceptOnce         sync.Once
+
 	reg *store.Registration
 	// record is what reg keeps in etcd; only reportRevision changes it
 	// after Start.
@@ -179,6 +184,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.reg = reg
 	go s.reportRevision(runCtx)
+	s.stopAccept, s.acceptDone = make(chan struct{}), make(chan struct{})
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.accept() }()
 	s.log.Info("router serving", "addr", lis.Addr().String())
@@ -189,39 +195,77 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
 func (s *Server) accept() {
+	defer close(s.acceptDone)
 	for {
 		nc, err := s.lis.Accept()
 		if err != nil {
-			return
-		}
-		c := newClientConn(s, nc)
-		s.mu.Lock()
-		if s.closing {
-			s.mu.Unlock()
-			nc.Close()
-			return
-		}
-		if len(s.conns) >= 2*s.cfg.MaxConnections {
-			s.mu.Unlock()
-			refuseAtOnce(nc)
-			continue
-		}
-		s.countConnection(c)
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.uncountConnection(c)
-			if c.pid != 0 {
-				delete(s.cancels, c.pid)
+			select {
+			case <-s.stopAccept:
+				// Drain or Stop: the connections the kernel has queued
+				// are taken in before the socket closes (stopAccepting).
+				for _, nc := range closeListener(s.lis) {
+					s.serveConn(nc)
+				}
+			default:
 			}
-			s.mu.Unlock()
-		}()
+			return
+		}
+		s.serveConn(nc)
 	}
+}
+
+// serveConn serves a connection accepted, in a goroutine of its own.
+func (s *Server) serveConn(nc net.Conn) {
+	c := newClientConn(s, nc)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if len(s.conns) >= 2*s.cfg.MaxConnections {
+		s.mu.Unlock()
+		refuseAtOnce(nc)
+		return
+	}
+	s.countConnection(c)
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.uncountConnection(c)
+		if c.pid != 0 {
+			delete(s.cancels, c.pid)
+		}
+		s.mu.Unlock()
+	}()
+}
+
+// stopAccepting closes the listening socket, so that new connections are
+// refused, and returns once every connection accepted is among s.conns.
+// The accept loop closes the socket itself, taking in first, without
+// waiting, what the kernel had queued (closeListener): a connection whose
+// handshake the kernel had completed is not reset by the close (libpq
+// does not try another host after a reset, as it does after a refused
+// connection or 57P03), but for one whose handshake completes in the
+// moment between the last accept and the close.
+func (s *Server) stopAccepting() {
+	if s.lis == nil || s.acceptDone == nil {
+		return
+	}
+	s.stopAcceptOnce.Do(func() {
+		close(s.stopAccept)
+		// Wakes the accept loop out of Accept.
+		if d, ok := s.lis.(interface{ SetDeadline(time.Time) error }); !ok || d.SetDeadline(time.Now()) != nil {
+			s.lis.Close()
+		}
+	})
+	<-s.acceptDone
+	s.lis.Close() // when the loop had ended otherwise
 }
 
 // Stop stops accepting, ends every client connection (their open
@@ -234,9 +278,7 @@ func (s *Server) Stop(ctx context.Context) {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	if s.lis != nil {
-		s.lis.Close()
-	}
+	s.stopAccepting()
 	for _, c := range conns {
 		c.terminate()
 	}
