@@ -10,9 +10,12 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/cobra"
 
 	"github.com/tesseradb/tessera/pgmanager"
@@ -22,6 +25,7 @@ import (
 
 func newInstanceCommand() *cobra.Command {
 	var f instanceFlags
+	var metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "instance",
 		Short: "Run one Postgres instance with its sidecar, joining a shard through etcd",
@@ -48,10 +52,11 @@ sidecar, then Postgres (docs/commands.md, docs/operations.md).`,
 			if err != nil {
 				return err
 			}
-			return runInstance(ctx, spec, logger, cmd.ErrOrStderr())
+			return runInstance(ctx, spec, metricsAddr, logger, cmd.ErrOrStderr())
 		},
 	}
 	f.register(cmd.Flags())
+	metricsFlag(cmd, &metricsAddr)
 	return cmd
 }
 
@@ -62,7 +67,7 @@ const instanceStopTimeout = time.Minute
 // runInstance runs the instance until ctx ends, then stops the sidecar
 // and Postgres. It is what `tessera instance` runs once its flags are
 // checked.
-func runInstance(ctx context.Context, spec *instanceSpec, logger *slog.Logger, out io.Writer) (err error) {
+func runInstance(ctx context.Context, spec *instanceSpec, metricsAddr string, logger *slog.Logger, out io.Writer) (err error) {
 	s, err := store.DialWith(ctx, spec.endpoints, spec.cluster, spec.etcd)
 	if err != nil {
 		return fmt.Errorf("connecting to etcd: %w", err)
@@ -76,6 +81,18 @@ func runInstance(ctx context.Context, spec *instanceSpec, logger *slog.Logger, o
 		return err
 	}
 	var sc *sidecar.Server
+	// Metrics are served from the start, so that a taken port fails it;
+	// the sidecar's appear once it runs.
+	var running atomic.Pointer[sidecar.Server]
+	served, err := serveMetrics(metricsAddr, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		if s := running.Load(); s != nil {
+			return s.Registry().Gather()
+		}
+		return nil, nil
+	}))
+	if err != nil {
+		return err
+	}
 	defer func() {
 		// The sidecar first: it holds connections to Postgres and its
 		// registration tells routers the instance is there.
@@ -109,6 +126,10 @@ func runInstance(ctx context.Context, spec *instanceSpec, logger *slog.Logger, o
 		return fmt.Errorf("starting the sidecar: %w", err)
 	}
 	unlock()
+	running.Store(sc)
+	if served != "" {
+		fmt.Fprintf(out, "instance metrics on http://%s/metrics\n", served)
+	}
 	role := ""
 	if h := sc.LatestHealth(); h != nil {
 		role = h.Role

@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -143,7 +146,7 @@ func TestInstancesFormAShard(t *testing.T) {
 	pgB, scB, sessB := freeAddr(t), freeAddr(t), freeAddr(t)
 	_, scPort, _ := net.SplitHostPort(scB)
 	_, sessPort, _ := net.SplitHostPort(sessB)
-	b := startInstanceRun(t, "s1-b", append(common, "--zone", "zone-b", "--dir", filepath.Join(base, "b"),
+	b := startInstanceRun(t, "s1-b", append(common, "--zone", "zone-b", "--dir", filepath.Join(base, "b"), "--metrics-addr", "127.0.0.1:0",
 		"--postgres-listen", pgB, "--postgres-advertise", pgB,
 		"--sidecar-listen", scB, "--sidecar-advertise", "localhost:"+scPort,
 		"--session-listen", sessB, "--session-advertise", "localhost:"+sessPort,
@@ -179,6 +182,8 @@ func TestInstancesFormAShard(t *testing.T) {
 	connB.Close(ctx)
 
 	checkSidecarTLS(t, ctx, scB, secret, tlsfiles.Client{CA: ca.File, Cert: routerCert, Key: routerKey})
+	checkInstanceMetrics(t, b, `tessera_sidecar_serving{instance="s1-b",role="replica",shard="s1"} 1`,
+		`tessera_sidecar_replication_lag_bytes{instance="s1-b",shard="s1"}`)
 
 	// Stopped and run again on its directory, the replica resumes as one.
 	argsB := append(common, "--zone", "zone-b", "--dir", filepath.Join(base, "b"),
@@ -240,6 +245,27 @@ func checkSidecarTLS(t *testing.T, ctx context.Context, addr, secret string, cli
 		c.Close()
 		if (err == nil) != tc.ok {
 			t.Errorf("sidecar %s, %s: Status error %v", addr, tc.name, err)
+		}
+	}
+}
+
+// checkInstanceMetrics scrapes the /metrics address the instance printed
+// and looks for each of want.
+func checkInstanceMetrics(t *testing.T, r *runningInstance, want ...string) {
+	t.Helper()
+	m := regexp.MustCompile(`instance metrics on (http://\S+/metrics)`).FindStringSubmatch(r.stderr.String())
+	if m == nil {
+		t.Fatalf("instance %s printed no metrics address:\n%s", r.id, r.stderr)
+	}
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, w := range want {
+		if !strings.Contains(string(body), w) {
+			t.Errorf("%s has no %q:\n%s", m[1], w, body)
 		}
 	}
 }
