@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -182,6 +183,7 @@ func TestInstancesFormAShard(t *testing.T) {
 	connB.Close(ctx)
 
 	checkSidecarTLS(t, ctx, scB, secret, tlsfiles.Client{CA: ca.File, Cert: routerCert, Key: routerKey})
+	checkStatusTLS(t, ctx, endpoints, filepath.Join(secrets, "secret"), tlsfiles.Client{CA: ca.File, Cert: routerCert, Key: routerKey})
 	checkInstanceMetrics(t, b, `tessera_sidecar_serving{instance="s1-b",role="replica",shard="s1"} 1`,
 		`tessera_sidecar_replication_lag_bytes{instance="s1-b",shard="s1"}`)
 
@@ -266,6 +268,42 @@ func checkInstanceMetrics(t *testing.T, r *runningInstance, want ...string) {
 	for _, w := range want {
 		if !strings.Contains(string(body), w) {
 			t.Errorf("%s has no %q:\n%s", m[1], w, body)
+		}
+	}
+}
+
+// checkStatusTLS runs tessera status with and without the sidecar TLS
+// flags: the TLS sidecar s1-b answers only with them.
+func checkStatusTLS(t *testing.T, ctx context.Context, endpoints []string, secretFile string, client tlsfiles.Client) {
+	t.Helper()
+	for _, tc := range []struct {
+		name string
+		args []string
+		ok   bool
+	}{
+		{"with --sidecar-ca and a client certificate", []string{"--sidecar-ca", client.CA, "--sidecar-cert", client.Cert, "--sidecar-key", client.Key}, true},
+		{"plaintext", nil, false},
+	} {
+		var out, errOut syncBuffer
+		args := append([]string{"status", "--json", "--etcd", strings.Join(endpoints, ","), "--cluster", "inst", "--secret-file", secretFile}, tc.args...)
+		if code := RunContext(ctx, args, &out, &errOut, Options{}); code != 0 {
+			t.Fatalf("tessera status %s exited %d: %s", tc.name, code, errOut.String())
+		}
+		var report statusReport
+		if err := json.Unmarshal([]byte(out.String()), &report); err != nil {
+			t.Fatalf("tessera status %s: %v\n%s", tc.name, err, out.String())
+		}
+		found := false
+		for _, r := range report.Instances {
+			if r.Instance == "s1-b" {
+				found = true
+				if (r.Error == "" && r.Serving) != tc.ok {
+					t.Errorf("tessera status %s: s1-b %+v", tc.name, r)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("tessera status %s lists no s1-b: %s", tc.name, out.String())
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
+	"github.com/tesseradb/tessera/tlsfiles"
 	"github.com/tesseradb/tessera/topo/store"
 )
 
@@ -46,6 +47,7 @@ type statusReport struct {
 func newStatusCommand() *cobra.Command {
 	var flags clusterFlags
 	var asJSON bool
+	var sidecarTLS tlsfiles.Client
 	cmd := &cobra.Command{
 		Use:   "status [--json]",
 		Short: "Show every shard's instances with role, health, LSNs and lag",
@@ -62,7 +64,11 @@ their role, health, WAL positions and replication lag, asked of each sidecar.`,
 			if err != nil {
 				return err
 			}
-			rows, err := collectStatus(cmd.Context(), s, secret)
+			tlsConfig, err := sidecarTLS.Config()
+			if err != nil {
+				return err
+			}
+			rows, err := collectStatus(cmd.Context(), s, sidecar.DialOptions{Secret: secret, TLS: tlsConfig})
 			if err != nil {
 				return err
 			}
@@ -93,6 +99,7 @@ their role, health, WAL positions and replication lag, asked of each sidecar.`,
 	}
 	flags.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	tlsClientFlags(cmd.Flags(), "sidecar", "the sidecars", &sidecarTLS)
 	return cmd
 }
 
@@ -149,7 +156,7 @@ func dash(s string) string {
 // collectStatus asks every registered sidecar for its status, in
 // parallel, each with a short deadline so one dead instance does not hold
 // the others up.
-func collectStatus(ctx context.Context, s *store.Store, secret string) ([]instanceStatus, error) {
+func collectStatus(ctx context.Context, s *store.Store, dial sidecar.DialOptions) ([]instanceStatus, error) {
 	records, err := s.ListRecords(ctx, store.KindSidecar)
 	if err != nil {
 		return nil, err
@@ -160,7 +167,7 @@ func collectStatus(ctx context.Context, s *store.Store, secret string) ([]instan
 		rows[i] = instanceStatus{Shard: rec.ShardUID, Instance: rec.InstanceID, Role: rec.Role, Zone: rec.Zone, Postgres: rec.PostgresAddr, Sidecar: rec.GRPCAddr}
 		go func(r *instanceStatus) {
 			defer func() { done <- struct{}{} }()
-			c, err := sidecar.Dial(r.Sidecar, sidecar.DialOptions{Secret: secret})
+			c, err := sidecar.Dial(r.Sidecar, dial)
 			if err != nil {
 				r.Error = err.Error()
 				return
