@@ -204,9 +204,11 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	return w, nil
 }
 
-// Stop stops the admin (which resigns leadership), the Temporal worker
-// (letting running activities finish), the registration and the
-// connections. It returns the admin's error, if it failed.
+// Stop stops the admin (which resigns leadership), the Temporal worker,
+// the registration and the connections. Activities still running are
+// cancelled, not waited for (the SDK's WorkerStopTimeout is left at 0):
+// Temporal runs them again on another worker, as after a crash, which
+// every activity allows. It returns the admin's error, if it failed.
 func (w *Worker) Stop(ctx context.Context) error {
 	var err error
 	if w.cancel != nil {
