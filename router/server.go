@@ -196,6 +196,7 @@ func (s *Server) Addr() string { return s.lis.Addr().String() }
 
 func (s *Server) accept() {
 	defer close(s.acceptDone)
+	var backoff time.Duration
 	for {
 		nc, err := s.lis.Accept()
 		if err != nil {
@@ -206,10 +207,24 @@ func (s *Server) accept() {
 				for _, nc := range closeListener(s.lis) {
 					s.serveConn(nc)
 				}
+				return
 			default:
 			}
-			return
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors, a connection aborted in the
+			// queue: the listener still works, and the router must not
+			// stop taking clients for good because of one moment.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accepting a client connection failed; trying again", "err", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.stopAccept:
+			}
+			continue
 		}
+		backoff = 0
 		s.serveConn(nc)
 	}
 }
