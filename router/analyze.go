@@ -9,6 +9,7 @@ import (
 
 	"github.com/tesseradb/tessera/pgerr"
 	"github.com/tesseradb/tessera/pgwire"
+	"github.com/tesseradb/tessera/router/engine"
 	"github.com/tesseradb/tessera/router/planner"
 )
 
@@ -16,15 +17,25 @@ import (
 // client's statement would run (its rows kept from the client) and
 // answers the plan's lines with what happened: the rows and time the
 // whole statement gave, and each shard's rows, time and calls, measured
-// where the router talks to the shard's sidecar. The operators the
-// router runs between the shards and the client are reported by their
-// output, the statement's rows. A write is refused (0A000): analyzing it
+// where the router talks to the shard's sidecar, and each operator the
+// router runs between the shards and the client (engine.OperatorStats):
+// the rows it returned and the time spent in it and below it, the
+// shards' answers included. A write is refused (0A000): analyzing it
 // would perform it.
 
 // analysis collects each shard's part of a statement under analysis.
 type analysis struct {
 	mu     sync.Mutex
 	shards map[string]*shardAnalysis
+	// operators: the router's operators, the root first, once they ran.
+	operators []*engine.OperatorStats
+}
+
+// addOperators records the operators of a plan the statement ran.
+func (a *analysis) addOperators(stats []*engine.OperatorStats) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.operators = append(a.operators, stats...)
 }
 
 type shardAnalysis struct {
@@ -90,6 +101,9 @@ func (c *clientConn) explainAnalyze(ctx context.Context, st *plannedStmt, lines 
 	lines = append(lines, fmt.Sprintf("Actual: %d rows in %.3f ms", res.rowCount, float64(elapsed.Microseconds())/1000))
 	an.mu.Lock()
 	defer an.mu.Unlock()
+	for _, op := range an.operators {
+		lines = append(lines, fmt.Sprintf("  %s -> %d rows in %.3f ms", op.Name, op.Rows, float64(op.Time.Microseconds())/1000))
+	}
 	names := make([]string, 0, len(an.shards))
 	for name := range an.shards {
 		names = append(names, name)

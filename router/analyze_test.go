@@ -50,14 +50,21 @@ func TestExplainAnalyze(t *testing.T) {
 	}
 	shardLine := regexp.MustCompile(`^  Shard (\S+): (\d+) rows in [0-9.]+ ms \((\d+) calls\)$`)
 	actual := regexp.MustCompile(`^Actual: (\d+) rows in [0-9.]+ ms$`)
-	check := func(sql string, wantRows int, shardRows map[string]int) {
+	operatorLine := regexp.MustCompile(`^  (\S.*) -> (\d+) rows in [0-9.]+ ms$`)
+	// check returns the rows of the router's operators, the root first.
+	check := func(sql string, wantRows int, shardRows map[string]int) []int {
 		t.Helper()
 		lines := explain(sql)
 		t.Logf("EXPLAIN (TESSERA, ANALYZE) %s:\n%s", sql, strings.Join(lines, "\n"))
 		got, gotShards := -1, map[string]int{}
+		var operators []int
 		for _, l := range lines {
 			if m := actual.FindStringSubmatch(l); m != nil {
 				got, _ = strconv.Atoi(m[1])
+			}
+			if m := operatorLine.FindStringSubmatch(l); m != nil {
+				n, _ := strconv.Atoi(m[2])
+				operators = append(operators, n)
 			}
 			if m := shardLine.FindStringSubmatch(l); m != nil {
 				n, _ := strconv.Atoi(m[2])
@@ -67,6 +74,18 @@ func TestExplainAnalyze(t *testing.T) {
 		if got != wantRows || fmt.Sprint(gotShards) != fmt.Sprint(shardRows) {
 			t.Errorf("%s:\n%s\nwant %d rows, shards %v", sql, strings.Join(lines, "\n"), wantRows, shardRows)
 		}
+		if len(operators) > 0 {
+			// The root gives the statement's rows; the bottom operator
+			// reads what the shards answered.
+			sum := 0
+			for _, n := range shardRows {
+				sum += n
+			}
+			if operators[0] != wantRows || operators[len(operators)-1] != sum {
+				t.Errorf("%s: operators' rows %v, want %d at the root and %d at the bottom", sql, operators, wantRows, sum)
+			}
+		}
+		return operators
 	}
 	onShard := func(shard, sql string) int {
 		return int(count(t, direct(t, shard, "store"), sql))
@@ -79,7 +98,9 @@ func TestExplainAnalyze(t *testing.T) {
 	// Merged: the shards' partial groups, the router's four.
 	g1 := onShard("customer-shard-1", "SELECT count(DISTINCT name) FROM customers WHERE "+where)
 	g2 := onShard("customer-shard-2", "SELECT count(DISTINCT name) FROM customers WHERE "+where)
-	check("SELECT name, count(*) FROM customers WHERE "+where+" GROUP BY name ORDER BY name", 4, map[string]int{"customer-shard-1": g1, "customer-shard-2": g2})
+	if ops := check("SELECT name, count(*) FROM customers WHERE "+where+" GROUP BY name ORDER BY name", 4, map[string]int{"customer-shard-1": g1, "customer-shard-2": g2}); len(ops) < 2 {
+		t.Errorf("a merged GROUP BY shows %d operators of the router, want its merge and aggregate", len(ops))
+	}
 	// One shard by its key.
 	check("SELECT * FROM customers WHERE customer_id = 7760003", 1, map[string]int{placedOn(t, 7760003): 1})
 

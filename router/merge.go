@@ -121,7 +121,15 @@ func (c *clientConn) scatterEngine(ctx context.Context, r *routed, frontend []by
 	}
 	err := streams[0].peek()
 	if err == nil {
-		op := r.engine.BuildWithin(inputs, func(column int) engine.Format { return formatOf(formats, column) }, mem)
+		format := func(column int) engine.Format { return formatOf(formats, column) }
+		var op engine.Operator
+		if an := c.analyzing; an != nil {
+			var stats []*engine.OperatorStats
+			op, stats = r.engine.BuildAnalyzed(inputs, format, mem)
+			an.addOperators(stats)
+		} else {
+			op = r.engine.BuildWithin(inputs, format, mem)
+		}
 		err = engine.Drain(op, out.row)
 	}
 	if err != nil || out.err != nil {

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 )
 
 // Plan is the router's side of a read several shards answer, as the
@@ -52,6 +54,57 @@ func (p *Plan) Build(inputs []Operator, format func(column int) Format) Operator
 // BuildWithin is Build under a memory budget: its Sort and Aggregate
 // spill to mem's files past it (nil: no budget).
 func (p *Plan) BuildWithin(inputs []Operator, format func(column int) Format, mem *Memory) Operator {
+	return p.build(inputs, format, mem, func(op Operator) Operator { return op })
+}
+
+// OperatorStats is what one operator of a plan did while it ran, for
+// EXPLAIN (TESSERA, ANALYZE): the rows it returned and the time spent in
+// it, its inputs' included (the time its Merge or Concat waited for the
+// shards too), as Postgres's EXPLAIN ANALYZE counts actual time.
+type OperatorStats struct {
+	Name string // as Describe names it
+	Rows int64
+	Time time.Duration
+}
+
+// BuildAnalyzed is BuildWithin with each operator counted: the stats
+// are in Describe's order, the root first.
+func (p *Plan) BuildAnalyzed(inputs []Operator, format func(column int) Format, mem *Memory) (Operator, []*OperatorStats) {
+	var stats []*OperatorStats
+	op := p.build(inputs, format, mem, func(op Operator) Operator {
+		st := &OperatorStats{}
+		stats = append(stats, st)
+		return &counted{op: op, stats: st}
+	})
+	slices.Reverse(stats) // built from the bottom up
+	names := p.operatorNames()
+	for i, st := range stats {
+		if i < len(names) {
+			st.Name = names[i]
+		}
+	}
+	return op, stats
+}
+
+// counted is an operator that counts its rows and time.
+type counted struct {
+	op    Operator
+	stats *OperatorStats
+}
+
+func (c *counted) Next() (Row, bool, error) {
+	start := time.Now()
+	row, ok, err := c.op.Next()
+	c.stats.Time += time.Since(start)
+	if ok && err == nil {
+		c.stats.Rows++
+	}
+	return row, ok, err
+}
+
+// build makes the operator tree, passing each operator through track as
+// it is made, from the bottom up.
+func (p *Plan) build(inputs []Operator, format func(column int) Format, mem *Memory, track func(Operator) Operator) Operator {
 	// Each operator that may spill gets its share of the budget.
 	aggMem, sortMem := mem, mem
 	if p.Aggregate != nil && len(p.Sort) > 0 {
@@ -59,31 +112,31 @@ func (p *Plan) BuildWithin(inputs []Operator, format func(column int) Format, me
 	}
 	var op Operator
 	if len(p.Merge) > 0 {
-		op = NewMerge(inputs, p.Merge, format)
+		op = track(NewMerge(inputs, p.Merge, format))
 	} else {
-		op = NewConcat(inputs...)
+		op = track(NewConcat(inputs...))
 	}
 	if p.PreAggregate != nil {
-		op = NewAggregate(op, p.PreAggregate, false, format)
+		op = track(NewAggregate(op, p.PreAggregate, false, format))
 	}
 	if p.Aggregate != nil {
 		agg := NewAggregate(op, p.Aggregate, p.Scalar, format)
 		agg.mem = aggMem
-		op = agg
+		op = track(agg)
 	}
 	if len(p.Having) > 0 {
-		op = NewFilter(op, p.Having, format)
+		op = track(NewFilter(op, p.Having, format))
 	}
 	if len(p.Sort) > 0 {
 		sort := NewSort(op, p.Sort, format)
 		sort.mem = sortMem
-		op = sort
+		op = track(sort)
 	}
 	if p.Offset > 0 || p.Limit >= 0 {
-		op = NewLimit(op, p.Offset, p.Limit)
+		op = track(NewLimit(op, p.Offset, p.Limit))
 	}
 	if p.Hidden > 0 {
-		op = NewProject(op, p.Hidden)
+		op = track(NewProject(op, p.Hidden))
 	}
 	return op
 }
@@ -114,46 +167,52 @@ func (p *Plan) OrdersBytes() bool {
 // runs) last (EXPLAIN (TESSERA)).
 func (p *Plan) Describe(leaves []string) []string {
 	var lines []string
-	depth := 0
-	add := func(s string) {
-		lines = append(lines, strings.Repeat("  ", depth)+s)
-		depth++
+	names := p.operatorNames()
+	for depth, name := range names {
+		lines = append(lines, strings.Repeat("  ", depth)+name)
 	}
+	for _, l := range leaves {
+		lines = append(lines, strings.Repeat("  ", len(names))+l)
+	}
+	return lines
+}
+
+// operatorNames names the plan's operators, the root first, one per
+// operator build makes.
+func (p *Plan) operatorNames() []string {
+	var names []string
 	if p.Hidden > 0 {
-		add(fmt.Sprintf("Project (without the last %d columns)", p.Hidden))
+		names = append(names, fmt.Sprintf("Project (without the last %d columns)", p.Hidden))
 	}
 	if p.Offset > 0 || p.Limit >= 0 {
-		add(fmt.Sprintf("Limit (offset %d, count %s)", p.Offset, limitText(p.Limit)))
+		names = append(names, fmt.Sprintf("Limit (offset %d, count %s)", p.Offset, limitText(p.Limit)))
 	}
 	if len(p.Sort) > 0 {
-		add("Sort by " + keysText(p.Sort))
+		names = append(names, "Sort by "+keysText(p.Sort))
 	}
 	if len(p.Having) > 0 {
 		var conds []string
 		for _, c := range p.Having {
 			conds = append(conds, c.String())
 		}
-		add("Filter: " + strings.Join(conds, " AND "))
+		names = append(names, "Filter: "+strings.Join(conds, " AND "))
 	}
 	if p.Aggregate != nil {
 		kind := "Aggregate by group"
 		if p.Scalar {
 			kind = "Aggregate (scalar)"
 		}
-		add(kind + ": " + aggText(p.Aggregate))
+		names = append(names, kind+": "+aggText(p.Aggregate))
 	}
 	if p.PreAggregate != nil {
-		add("Aggregate by group and DISTINCT value: " + aggText(p.PreAggregate))
+		names = append(names, "Aggregate by group and DISTINCT value: "+aggText(p.PreAggregate))
 	}
 	if len(p.Merge) > 0 {
-		add("Merge by " + keysText(p.Merge))
+		names = append(names, "Merge by "+keysText(p.Merge))
 	} else {
-		add("Concat")
+		names = append(names, "Concat")
 	}
-	for _, l := range leaves {
-		lines = append(lines, strings.Repeat("  ", depth)+l)
-	}
-	return lines
+	return names
 }
 
 func aggText(cols []AggColumn) string {
