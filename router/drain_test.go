@@ -269,8 +269,9 @@ func TestDrainResetsNoConnection(t *testing.T) {
 	}
 	t.Logf("%d drains: %d connections answered (%d of them 57P03), %d refused at TCP, %d reset once connected",
 		drains, answered.Load(), shuttingDown.Load(), refused.Load(), reset.Load())
-	// A bound, not zero: see above.
-	if reset.Load() > 2 {
+	// A bound, not zero: see above. A plain close resets about 30 in 10
+	// drains; 8 leaves room for a loaded machine's slower accepts.
+	if reset.Load() > 8 {
 		t.Fatalf("%d connections to draining routers were reset once connected (first: %v)", reset.Load(), firstReset.Load())
 	}
 }
