@@ -82,8 +82,11 @@ func registerFakeCutover(t *testing.T, env *testsuite.TestWorkflowEnvironment, f
 		return time.Date(2026, 1, 1, 0, 0, 0, 600e6, time.UTC), nil
 	})
 	reg(UnfenceSourcesActivity, func(ctx context.Context, in CutoverInput) error {
-		f.record("unfence")
-		f.fenced = false
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		// Under the lock: the fake streams read fenced from their own
+		// goroutines (the race detector found it in CI).
+		f.calls, f.fenced = append(f.calls, "unfence"), false
 		return nil
 	})
 	reg(SwitchReplicaReadsActivity, func(ctx context.Context, in ReadsInput) (SwitchTopologyResult, error) {
