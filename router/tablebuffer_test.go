@@ -246,14 +246,16 @@ func TestTableBufferForRunsOut(t *testing.T) {
 	t.Parallel()
 	admin := connect(t, "store")
 	mustExec(t, admin, "CREATE TABLE IF NOT EXISTS tb_expiry (id int)")
-	setTableBuffer(t, "test-expiry", 900*time.Millisecond, "public.tb_expiry")
+	// 2 s: long enough that a slow connect on a loaded machine still
+	// finds the signal up (it was 900 ms, and timing-sensitive).
+	setTableBuffer(t, "test-expiry", 2*time.Second, "public.tb_expiry")
 	// The signal stays stored: this router's own clock ends it.
 	start := time.Now()
 	held := asyncExec(connect(t, "store"), "INSERT INTO tb_expiry VALUES (1)")
 	stillHeld(t, "an INSERT", held, 400*time.Millisecond)
-	released(t, "an INSERT", held, 5*time.Second)
-	if d := time.Since(start); d < 500*time.Millisecond {
-		t.Fatalf("released after %v, before the signal's 900ms ran out", d)
+	released(t, "an INSERT", held, 8*time.Second)
+	if d := time.Since(start); d < 1500*time.Millisecond {
+		t.Fatalf("released after %v, before the signal's 2s ran out", d)
 	}
 	if n := count(t, admin, "SELECT count(*) FROM tb_expiry"); n != 1 {
 		t.Fatalf("%d rows in tb_expiry, want 1", n)
