@@ -92,5 +92,7 @@ One binary holds every component and operator tool as a subcommand.`,
 	root.AddCommand(newTopoCommand(), newDevCommand(opts), newStatusCommand(), newShardCommand(), newRouterCommand(),
 		newWorkerCommand(), newInstanceCommand(), newReplicatorCommand(), newFailoverCommand(), newSwitchoverCommand(), newDurabilityCommand(),
 		newReshardCommand(), newMoveTablesCommand(), newVDiffCommand(), newWorkflowCommand(), newOnlineDDLCommand(), newSchemaCommand())
+	envFlags(root)
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return applyEnv(cmd) }
 	return root
 }
