@@ -152,13 +152,15 @@ func initInstance(ctx context.Context, s *store.Store, pg *pgmanager.Instance, s
 		return noLock, nil
 	}
 	shard, self := spec.sc.ShardUID, spec.sc.InstanceID
-	unlock, err = s.LockShardJoin(ctx, shard)
+	// release, not the result unlock: a failure returns noLock, and the
+	// lock must still be released then.
+	release, err := s.LockShardJoin(ctx, shard)
 	if err != nil {
 		return noLock, err
 	}
 	defer func() {
 		if err != nil {
-			unlock()
+			release()
 		}
 	}()
 	primary, found, err := registeredPrimary(ctx, s, shard, self)
@@ -167,7 +169,7 @@ func initInstance(ctx context.Context, s *store.Store, pg *pgmanager.Instance, s
 	}
 	if found {
 		// A primary exists: others may join beside this one at once.
-		unlock()
+		release()
 		if err := pg.InitReplica(ctx, primary); err != nil {
 			return noLock, fmt.Errorf("base backup from shard %s's primary %s: %w", shard, primary, err)
 		}
@@ -192,7 +194,7 @@ func initInstance(ctx context.Context, s *store.Store, pg *pgmanager.Instance, s
 	if err := pg.InitPrimary(ctx); err != nil {
 		return noLock, fmt.Errorf("initdb: %w", err)
 	}
-	return unlock, nil
+	return release, nil
 }
 
 // registeredPrimary finds the Postgres address the shard's registered

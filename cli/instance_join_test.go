@@ -18,7 +18,8 @@ import (
 // no primary and creates a database of its own: two primaries of one
 // shard. With it, one creates the shard and the other copies it and
 // streams from it. A third new instance, started after the creator's
-// record is gone, is refused instead of creating a second database.
+// record is gone, is refused instead of creating a second database, and
+// releases the lock.
 func TestFirstInstancesStartedTogether(t *testing.T) {
 	clearInstanceEnv(t)
 	endpoints := etcdembed.Start(t)
@@ -113,4 +114,13 @@ func TestFirstInstancesStartedTogether(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("a new instance beside a stopped creator did not stop:\n%s", c.stderr)
 	}
+	// The refused instance gave the join lock back (its session lives on
+	// in this process, so only an unlock frees it).
+	lctx, lcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer lcancel()
+	unlock, err := s.LockShardJoin(lctx, "s1")
+	if err != nil {
+		t.Fatalf("the join lock after a refused instance: %v", err)
+	}
+	unlock()
 }

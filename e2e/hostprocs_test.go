@@ -10,10 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgproto3"
-
 	"github.com/tesseradb/tessera/cli"
 	"github.com/tesseradb/tessera/dev/temporal"
+	"github.com/tesseradb/tessera/pgwire"
 	"github.com/tesseradb/tessera/sidecar"
 	pb "github.com/tesseradb/tessera/sidecar/sidecarpb"
 	"github.com/tesseradb/tessera/topo/store/etcdembed"
@@ -128,8 +127,7 @@ func runSidecarProbe(spec string) int {
 	ans := probe(p)
 	out, _ := json.Marshal(ans)
 	fmt.Println(string(out))
-	os.Exit(0) // without waiting for a statement still running
-	return 0
+	return 0 // TestMain exits at once, a statement still running or not
 }
 
 func probe(p sidecarProbe) probeAnswer {
@@ -141,28 +139,21 @@ func probe(p sidecarProbe) probeAnswer {
 	}
 	// No Close on the way out: a statement stuck on its backend would
 	// hold it, and the process ends right after printing the answer.
-	query, _ := (&pgproto3.Query{String: p.SQL}).Encode(nil)
+	query := pgwire.AppendQuery(nil, p.SQL)
 	done := make(chan probeAnswer, 1)
 	go func() {
 		var ans probeAnswer
 		_, err := sess.Run(&pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: query}, func(chunk []byte) error {
-			for len(chunk) >= 5 {
-				n := 1 + int(uint32(chunk[1])<<24|uint32(chunk[2])<<16|uint32(chunk[3])<<8|uint32(chunk[4]))
-				if n > len(chunk) {
-					break
-				}
-				switch chunk[0] {
+			return pgwire.Messages(chunk, func(typ byte, msg []byte) error {
+				switch typ {
 				case 'C':
 					ans.Completed = true
 				case 'E':
-					var e pgproto3.ErrorResponse
-					if e.Decode(chunk[5:n]) == nil {
-						ans.Code, ans.Error = e.Code, e.Message
-					}
+					e := pgwire.ParseError(msg)
+					ans.Code, ans.Error = e.Code, e.Message
 				}
-				chunk = chunk[n:]
-			}
-			return nil
+				return nil
+			})
 		})
 		if err != nil && ans.Error == "" {
 			ans.Error = err.Error()

@@ -103,6 +103,12 @@ func (g *fenceGate) set(fenced bool) {
 func (g *fenceGate) depose() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.deposeLocked()
+}
+
+// deposeLocked is depose with mu held: a gate another cause closed stays
+// closed for that cause.
+func (g *fenceGate) deposeLocked() {
 	if !g.fenced {
 		g.setFenced(true)
 		g.byDeposition = true
@@ -153,11 +159,7 @@ func (g *fenceGate) observed(gen uint64, ps pgmanager.Status) (fencePostgres boo
 		return false
 	}
 	if g.deposed && ps.Role == pgmanager.RolePrimary && !g.sawReplica {
-		if !g.fenced {
-			g.setFenced(true)
-			g.byDeposition = true
-		}
-		g.known = true
+		g.deposeLocked()
 		return !ps.Fenced
 	}
 	if g.byDeposition && ps.Role == pgmanager.RoleReplica && !ps.Fenced {

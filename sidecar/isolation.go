@@ -162,9 +162,7 @@ func (g *fenceGate) probedState(r recordedPrimary, deposed bool, revision int64,
 	}
 	if endIsolation && g.isolated {
 		if g.deposed && !g.sawReplica && !g.fenced {
-			g.setFenced(true)
-			g.byDeposition = true
-			g.known = true
+			g.deposeLocked()
 		}
 		g.isolated = false
 		g.closed.Store(g.fenced)
