@@ -127,6 +127,7 @@ func (c *clientConn) gatherCompute(ctx context.Context, r *routed, frontend []by
 		return true, nil
 	}
 	g2 := gathering{c: c, comp: comp, limit: c.settings.gatherLimitBytes()}
+	g2.planLookups(g)
 	defer g2.rollback()
 	// The computing backend reads the tables' definitions: a lock the
 	// client's own transaction holds on one (LOCK TABLE) would make it
@@ -209,6 +210,26 @@ type gathering struct {
 	limit  int64 // bytes
 	pulled int64 // bytes pulled so far
 	broken bool  // the computing stream failed: drop it rather than reuse it
+	// lookups are the batched lookups' values by the looked-up table's
+	// temporary table, sources the same by their source's
+	// (gather_lookup.go).
+	lookups map[string]*lookupKeys
+	sources map[string][]*lookupKeys
+}
+
+// planLookups makes the collectors of p's batched lookups.
+func (g *gathering) planLookups(p *planner.GatherPlan) {
+	for _, t := range p.Tables {
+		if t.Lookup == nil {
+			continue
+		}
+		if g.lookups == nil {
+			g.lookups, g.sources = map[string]*lookupKeys{}, map[string][]*lookupKeys{}
+		}
+		k := newLookupKeys(t.Lookup)
+		g.lookups[t.Temp] = k
+		g.sources[t.Lookup.From] = append(g.sources[t.Lookup.From], k)
+	}
 }
 
 // run sends frontend to the computing backend and returns the answer's

@@ -28,8 +28,18 @@ func (g *gathering) load(ctx context.Context, t planner.GatherTable) bool {
 	}
 	w := copyWriter{g: g, buf: appendCopyData(nil, binaryCopyHeader)}
 	rows := int64(0)
+	var lookups map[string]string
+	if k := g.lookups[t.Temp]; k != nil && !k.over {
+		lookups = k.pulls(t.Shards)
+	}
 	for _, shard := range t.Shards {
-		n, ok := g.pull(ctx, shard, t, &w)
+		sql := t.Pull
+		if t.Lookup != nil && lookups != nil {
+			if sql = lookups[shard]; sql == "" {
+				continue // the shard owns none of the values
+			}
+		}
+		n, ok := g.pull(ctx, shard, sql, g.sources[t.Temp], &w)
 		if !ok {
 			g.abortCopy()
 			return false
@@ -64,8 +74,9 @@ func (g *gathering) abortCopy() {
 	}
 }
 
-// pull copies one shard's rows of t into w and returns how many.
-func (g *gathering) pull(ctx context.Context, shard string, t planner.GatherTable, w *copyWriter) (int64, bool) {
+// pull copies one shard's rows of a table, pulled by sql, into w and
+// returns how many; keys collect the values lookups read from them.
+func (g *gathering) pull(ctx context.Context, shard, sql string, keys []*lookupKeys, w *copyWriter) (int64, bool) {
 	c := g.c
 	b, err := c.session(ctx, shard, c.settings.replica())
 	if err == nil {
@@ -84,7 +95,7 @@ func (g *gathering) pull(ctx context.Context, shard string, t planner.GatherTabl
 		tooLarge  bool
 		cancelled bool
 	)
-	q := queryMessage("COPY (" + t.Pull + ") TO STDOUT (FORMAT binary)")
+	q := queryMessage("COPY (" + sql + ") TO STDOUT (FORMAT binary)")
 	res, err := c.run(b, &pb.Batch{Mode: pb.Mode_STATEMENT, Frontend: q}, func(chunk []byte, _ bool) error {
 		return backendMessages(chunk, func(typ byte, msg []byte) error {
 			switch typ {
@@ -110,6 +121,9 @@ func (g *gathering) pull(ctx context.Context, shard string, t planner.GatherTabl
 					tooLarge = true
 				} else {
 					sendErr = w.write(data)
+					for _, k := range keys {
+						k.add(data)
+					}
 				}
 				if (tooLarge || sendErr != nil) && !cancelled {
 					cancelled = true

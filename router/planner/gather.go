@@ -1,7 +1,9 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -74,6 +76,9 @@ type GatherTable struct {
 	Pull string
 	// Pushed counts the WHERE conjuncts pushed down into Pull.
 	Pushed int
+	// Lookup, when set, restricts the pull to the shards and keys that
+	// another table's pulled rows hold (gather_lookup.go).
+	Lookup *GatherLookup
 	// Indexes are CREATE INDEX statements for the pulled columns the
 	// statement equates with another column (a join, a correlated
 	// subquery, IN (SELECT ...)): Postgres answers those from the
@@ -102,6 +107,10 @@ func (g *GatherPlan) describe() []string {
 	lines := []string{"Gather and compute on shard " + g.Compute + ": " + g.SQL}
 	for _, t := range g.Tables {
 		lines = append(lines, fmt.Sprintf("  Gather %s into pg_temp.%s (%d filters pushed down)", t.Table, t.Temp, t.Pushed))
+		if lk := t.Lookup; lk != nil {
+			lines = append(lines, fmt.Sprintf("    Batched lookup: the shards owning the values of column %d of pg_temp.%s, each: %s", lk.FromColumn+1, lk.From, lk.Pull),
+				fmt.Sprintf("    Past %d values or %d bytes of them, every shard:", MaxLookupKeys, MaxLookupBytes))
+		}
 		for _, s := range t.Shards {
 			lines = append(lines, "    Shard "+s+": "+t.Pull)
 		}
@@ -234,6 +243,7 @@ func (c *planCtx) gatherPlan(sel *pg_query.SelectStmt, refs []*tableRef) (*Gathe
 	}
 	pushable := pushableFilters(sel, occ, columns)
 	equated := equatedColumns(sel)
+	pulled := make([][]string, len(g.Tables))
 	for i := range g.Tables {
 		t := &g.Tables[i]
 		cols := columns[t.Table]
@@ -266,6 +276,7 @@ func (c *planCtx) gatherPlan(sel *pg_query.SelectStmt, refs []*tableRef) (*Gathe
 			return nil, false
 		}
 		t.Pull, t.Pushed = pull, len(filters)
+		pulled[i] = cols
 		t.Create = "CREATE TEMP TABLE pg_temp." + t.Temp + " ON COMMIT DROP AS " + create + " WITH NO DATA"
 		for _, col := range cols {
 			if equated[col] {
@@ -273,12 +284,18 @@ func (c *planCtx) gatherPlan(sel *pg_query.SelectStmt, refs []*tableRef) (*Gathe
 			}
 		}
 	}
+	c.planLookups(sel, occ, columns, g, pulled, pushable)
 	sql, err := c.rewriteToTemps(sel, occ, g)
 	if err != nil {
 		return nil, false
 	}
 	g.SQL = sql
 	g.TxTime = readsTxTime(sel)
+	// A looked-up table loads after the table its keys come from (which
+	// is never looked up itself).
+	slices.SortStableFunc(g.Tables, func(a, b GatherTable) int {
+		return cmp.Compare(lookedUp(a), lookedUp(b))
+	})
 	return g, true
 }
 
@@ -451,4 +468,11 @@ func equatedColumns(sel *pg_query.SelectStmt) map[string]bool {
 // quoteIdentifier quotes a column name for SQL text.
 func quoteIdentifier(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+func lookedUp(t GatherTable) int {
+	if t.Lookup != nil {
+		return 1
+	}
+	return 0
 }

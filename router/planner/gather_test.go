@@ -223,3 +223,86 @@ func TestGatherIndexesEquatedColumns(t *testing.T) {
 		t.Fatalf("indexes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A table sharded by a key the statement equates with another table's
+// column is looked up by that column's values (gather_lookup.go), only
+// where dropping its rows that match no value cannot change the answer.
+func TestGatherBatchedLookup(t *testing.T) {
+	schema := lookupSchema{gatherSchema{testSchema}}
+	xx := loadTopology(t, "store_xxhash.json")
+	for _, c := range []struct {
+		sql    string
+		lookup bool
+	}{
+		{"SELECT c.name, o.note FROM orders o JOIN customers c ON c.customer_id = o.order_id WHERE o.note = 'x'", true},
+		{"SELECT c.name FROM orders o JOIN customers c ON o.order_id = c.customer_id AND c.name <> o.note", true},
+		{"SELECT c.name, o.note FROM orders o LEFT JOIN customers c ON c.customer_id = o.order_id", true},
+		{"SELECT c.name, o.note FROM customers c RIGHT JOIN orders o ON c.customer_id = o.order_id", true},
+		{"SELECT c.name, o.note FROM orders o, customers c WHERE c.customer_id = o.order_id", true},
+		{"SELECT c.name, o.note FROM orders o LEFT JOIN customers c ON true WHERE c.customer_id = o.order_id", true},
+		// The looked-up table on a preserved side keeps all its rows.
+		{"SELECT c.name, o.note FROM customers c LEFT JOIN orders o ON c.customer_id = o.order_id", false},
+		{"SELECT c.name, o.note FROM orders o RIGHT JOIN customers c ON c.customer_id = o.order_id", false},
+		{"SELECT c.name, o.note FROM orders o FULL JOIN customers c ON c.customer_id = o.order_id", false},
+		// Not a conjunct, not bare columns, not the key, types that do
+		// not compare by their encodings.
+		{"SELECT c.name FROM orders o JOIN customers c ON c.customer_id = o.order_id OR c.name = o.note", false},
+		{"SELECT c.name FROM orders o JOIN customers c ON c.customer_id = o.order_id + 1", false},
+		{"SELECT c.name FROM orders o JOIN customers c ON c.name = o.note", false},
+		{"SELECT c.name FROM orders o JOIN customers c ON c.customer_id = o.total", false},
+		// Read twice: its one temporary table serves both.
+		{"SELECT c.name FROM orders o JOIN customers c ON c.customer_id = o.order_id WHERE EXISTS (SELECT 1 FROM customers c2 WHERE c2.name = o.note)", false},
+		// In a subquery of the FROM, not the top-level one.
+		{"SELECT s.name FROM orders o, (SELECT * FROM customers) s WHERE s.customer_id = o.order_id", false},
+	} {
+		stmts, err := New(0).Plan(xx, 1, schema, Input{SQL: c.sql, Database: "store", SearchPath: []string{"public"}})
+		if err != nil {
+			t.Fatalf("%q: %v", c.sql, err)
+		}
+		st := stmts[0]
+		if st.Err != nil || st.Route != Gathered {
+			t.Errorf("%s: route %v, err %v; want gathered", c.sql, st.Route, st.Err)
+			continue
+		}
+		var lk *GatherLookup
+		var lookedUp GatherTable
+		for i, tb := range st.Gather.Tables {
+			if tb.Lookup != nil {
+				lk, lookedUp = tb.Lookup, tb
+				if i == 0 {
+					t.Errorf("%s: the looked-up table loads first", c.sql)
+				}
+			}
+		}
+		if (lk != nil) != c.lookup {
+			t.Errorf("%s: lookup %v, want %v", c.sql, lk != nil, c.lookup)
+			continue
+		}
+		if lk == nil {
+			continue
+		}
+		if lookedUp.Table.Table != "customers" || lk.Key != "customer_id" || lk.KeyType != shardfunc.Int8 || lk.FromType != shardfunc.Int8 {
+			t.Errorf("%s: lookup of %s by %s (%v from %v)", c.sql, lookedUp.Table, lk.Key, lk.KeyType, lk.FromType)
+		}
+		src := st.Gather.Tables[0]
+		if lk.From != src.Temp || !strings.Contains(src.Pull, "order_id") {
+			t.Errorf("%s: lookup from %s; the first table is %s pulling %s", c.sql, lk.From, src.Temp, src.Pull)
+		}
+		if !strings.HasSuffix(lk.Pull, "WHERE c.customer_id = ANY($1::bigint[])") {
+			t.Errorf("%s: lookup pull %s", c.sql, lk.Pull)
+		}
+	}
+}
+
+// lookupSchema gives orders.order_id a type.
+type lookupSchema struct{ gatherSchema }
+
+func (s lookupSchema) ColumnType(db, schema, table, column string) (shardfunc.ColumnType, error) {
+	if db+"."+schema+"."+table == "store.public.orders" && column == "order_id" {
+		return shardfunc.Int8, nil
+	}
+	if db+"."+schema+"."+table == "store.public.orders" && column == "note" {
+		return shardfunc.Text, nil
+	}
+	return s.gatherSchema.ColumnType(db, schema, table, column)
+}

@@ -1035,3 +1035,28 @@ SELECT i.k, l.icu FROM items i JOIN labels l ON l.k = i.k WHERE i.k < 10;
 SELECT l.icu, count(*) FROM items i JOIN labels l ON l.k = i.k GROUP BY l.icu;
 SELECT count(*) FROM labels l JOIN items i ON i.name = l.icu;
 -- end of s4 block (types)
+-- Batched lookups (router/gather_lookup.go): a gathered table sharded by
+-- the key another table's column equals is pulled only from the shards
+-- owning that column's values, by an array of them. Integer keys from
+-- int2, int4 and int8 columns, text keys, NULLs and values no row has,
+-- no value at all, outer joins with the looked-up table nullable (and
+-- preserved: no lookup), the join in WHERE, an anti-join, and
+-- aggregates over the join.
+SELECT i.k, e.k AS ek, e.seq FROM events e JOIN items i ON i.k = e.kind ORDER BY 1, 2, 3;
+SELECT e.k, e.seq, i.name FROM events e LEFT JOIN items i ON i.k = e.kind ORDER BY 1, 2;
+SELECT e.k, e.seq, i.name FROM items i RIGHT JOIN events e ON i.k = e.kind ORDER BY 1, 2;
+SELECT i.k, x.k AS xk FROM items i JOIN items x ON x.k = i.small ORDER BY 1, 2;
+SELECT i.k, x.k AS xk FROM items i LEFT JOIN items x ON x.k = i.qty WHERE x.k IS NULL ORDER BY 1;
+SELECT n.id, i.k, i.qty FROM notes n, items i WHERE i.k = n.k AND n.id > 1 ORDER BY 1, 2;
+SELECT n.id, i.k FROM notes n JOIN items i ON i.k = n.k AND i.qty > 2 WHERE n.body IS NOT NULL ORDER BY 1, 2;
+SELECT count(*), sum(i.qty) FROM notes n JOIN items i ON n.k = i.k;
+SELECT n.id, a.code FROM notes n JOIN accounts a ON a.code = n.body ORDER BY 1, 2;
+SELECT i.k, a.code, a.owner FROM items i JOIN accounts a ON a.code = i.name ORDER BY 1, 2;
+SELECT i.k, a.code FROM items i LEFT JOIN accounts a ON a.code = i.name WHERE i.k < 20 ORDER BY 1, 2;
+SELECT a.code, i.k FROM accounts a JOIN items i ON i.k = a.owner WHERE a.owner > 5 ORDER BY 1, 2;
+SELECT i.k FROM notes n JOIN items i ON i.k = n.k WHERE n.id < 0;
+SELECT i.k, e.seq FROM items i JOIN events e ON e.k = i.big ORDER BY 1, 2;
+SELECT i.kind, count(x.k) FROM items i LEFT JOIN items x ON x.k = i.kind GROUP BY i.kind ORDER BY 1;
+SELECT i.k, x.k AS xk FROM items i FULL JOIN items x ON x.k = i.qty WHERE coalesce(i.k, x.k) < 30 ORDER BY 1, 2;
+SELECT n.id, i.k FROM items i LEFT JOIN notes n ON i.k = n.k ORDER BY 1, 2;
+SELECT e.k, e.seq FROM events e WHERE EXISTS (SELECT 1 FROM items i WHERE i.k = e.kind) ORDER BY 1, 2;
