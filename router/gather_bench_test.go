@@ -26,8 +26,7 @@ func BenchmarkGatherJoin(b *testing.B) {
 		rows = v
 	}
 	ctx := context.Background()
-	const keys = "customer_id BETWEEN 7800000 AND 8799999"
-	query := "SELECT n.name, count(*) FROM customers c JOIN gather_notes n ON n.name = c.name WHERE c." + keys + " GROUP BY n.name ORDER BY 1"
+	query := "SELECT n.name, count(*) FROM customers c JOIN gather_notes n ON n.name = c.name WHERE c.customer_id BETWEEN 7800000 AND 8799999 GROUP BY n.name ORDER BY 1"
 	routed, err := pgx.Connect(ctx, dsn("store"))
 	if err != nil {
 		b.Fatal(err)
@@ -36,27 +35,7 @@ func BenchmarkGatherJoin(b *testing.B) {
 	plain := plainReference(b)
 	defer plain.Close(ctx)
 	for _, conn := range []*pgx.Conn{routed, plain} {
-		for _, sql := range []string{
-			"CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)",
-			"CREATE TABLE IF NOT EXISTS gather_notes (id int PRIMARY KEY, name text)",
-			"DELETE FROM customers WHERE " + keys,
-			"DELETE FROM gather_notes",
-			"INSERT INTO gather_notes SELECT g, 'n' || g FROM generate_series(0, 9) g",
-		} {
-			if _, err := conn.Exec(ctx, sql); err != nil {
-				b.Fatal(sql, err)
-			}
-		}
-		for start := 0; start < rows; start += 1000 {
-			var values []string
-			for g := start; g < min(rows, start+1000); g++ {
-				values = append(values, fmt.Sprintf("(%d, 'n%d')", 7800000+g, g%13))
-			}
-			if _, err := conn.Exec(ctx, "INSERT INTO customers VALUES "+strings.Join(values, ", ")); err != nil {
-				b.Fatal(err)
-			}
-		}
-		conn.Exec(ctx, "ANALYZE customers")
+		benchCustomers(b, conn, rows)
 	}
 	var want string
 	for name, conn := range map[string]*pgx.Conn{"one_postgres": plain, "router_gather": routed} {
@@ -64,6 +43,93 @@ func BenchmarkGatherJoin(b *testing.B) {
 			b.ReportMetric(float64(rows), "customers")
 			for b.Loop() {
 				got := answer(conn, query, pgx.QueryExecModeExec)
+				if want == "" {
+					want = got
+				} else if got != want {
+					b.Fatalf("answers differ:\n got %s\nwant %s", got, want)
+				}
+			}
+		})
+	}
+}
+
+// benchCustomers fills customers with rows of ids from 7800000, named
+// n0 to n12, and gather_notes with n0 to n9.
+func benchCustomers(b *testing.B, conn *pgx.Conn, rows int) {
+	ctx := context.Background()
+	const keys = "customer_id BETWEEN 7800000 AND 8799999"
+	for _, sql := range []string{
+		"CREATE TABLE IF NOT EXISTS customers (customer_id bigint PRIMARY KEY, name text NOT NULL)",
+		"CREATE TABLE IF NOT EXISTS gather_notes (id int PRIMARY KEY, name text)",
+		"DELETE FROM customers WHERE " + keys,
+		"DELETE FROM gather_notes",
+		"INSERT INTO gather_notes SELECT g, 'n' || g FROM generate_series(0, 9) g",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			b.Fatal(sql, err)
+		}
+	}
+	for start := 0; start < rows; start += 1000 {
+		var values []string
+		for g := start; g < min(rows, start+1000); g++ {
+			values = append(values, fmt.Sprintf("(%d, 'n%d')", 7800000+g, g%13))
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO customers VALUES "+strings.Join(values, ", ")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	conn.Exec(ctx, "ANALYZE customers")
+}
+
+// BenchmarkGatherLookupJoin is a batched-lookup join (gather_lookup.go):
+// 200 rows of an unsharded table naming customers by their shard key,
+// joined with the sharded customers. Through the router with the lookup
+// (customers pulled by the 200 keys, from the shards owning them), the
+// same join written so that no lookup applies (`r.cid + 0`: customers
+// pulled whole), and on one Postgres holding the same rows, in the same
+// run. TESSERA_GATHER_BENCH_ROWS sets the customers (default 20000):
+//
+//	TESSERA_TEST_PORT_OFFSET=... go test -run '^$' -bench GatherLookupJoin ./router
+func BenchmarkGatherLookupJoin(b *testing.B) {
+	rows := 20000
+	if v, err := strconv.Atoi(os.Getenv("TESSERA_GATHER_BENCH_ROWS")); err == nil && v > 0 {
+		rows = v
+	}
+	ctx := context.Background()
+	routed, err := pgx.Connect(ctx, dsn("store"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer routed.Close(ctx)
+	plain := plainReference(b)
+	defer plain.Close(ctx)
+	for _, conn := range []*pgx.Conn{routed, plain} {
+		benchCustomers(b, conn, rows)
+		for _, sql := range []string{
+			"CREATE TABLE IF NOT EXISTS lookup_bench_refs (id int PRIMARY KEY, cid bigint)",
+			"DELETE FROM lookup_bench_refs",
+			fmt.Sprintf("INSERT INTO lookup_bench_refs SELECT g, 7800000 + (g * 97) %% %d FROM generate_series(1, 200) g", rows),
+			"ANALYZE lookup_bench_refs",
+		} {
+			if _, err := conn.Exec(ctx, sql); err != nil {
+				b.Fatal(sql, err)
+			}
+		}
+	}
+	const join = "SELECT count(*), count(DISTINCT c.name) FROM lookup_bench_refs r JOIN customers c ON c.customer_id = "
+	var want string
+	for _, side := range []struct {
+		name, sql string
+		conn      *pgx.Conn
+	}{
+		{"one_postgres", join + "r.cid", plain},
+		{"router_lookup", join + "r.cid", routed},
+		{"router_gather_whole", join + "r.cid + 0", routed},
+	} {
+		b.Run(side.name, func(b *testing.B) {
+			b.ReportMetric(float64(rows), "customers")
+			for b.Loop() {
+				got := answer(side.conn, side.sql, pgx.QueryExecModeExec)
 				if want == "" {
 					want = got
 				} else if got != want {
