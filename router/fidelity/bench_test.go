@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 // shards of the differential topology with the same reads on one
 // Postgres holding all the rows (a database on shard-0's Postgres), in
 // the same run: an ORDER BY … LIMIT 100, a GROUP BY of 1000 groups, and
-// a whole ORDER BY merge of every row. Run:
+// a whole ORDER BY merge of every row; and, for the first, the same
+// statement sent straight to the four shards at once, the floor the
+// machine's cores set. Run:
 //
 //	TESSERA_TEST_PORT_OFFSET=... go test -run '^$' -bench Engine ./router/fidelity
 //
@@ -84,6 +87,43 @@ func BenchmarkEngine(b *testing.B) {
 		exec(ref, insert)
 	}
 	exec(ref, "CREATE INDEX ON items (k)", "ANALYZE items")
+	// The floor the machine sets: the same statement sent straight to
+	// the four shards' Postgres at once (each its own connection), every
+	// answer read whole, with no router or sidecar between; merging is
+	// left out, so this is what four shards' work costs on these cores.
+	var shards []*pgx.Conn
+	for i := range 4 {
+		shards = append(shards, connect(primaries[fmt.Sprintf("shard-%d", i)], "diff"))
+	}
+	b.Run("order_by_limit_100/four_shards_direct", func(b *testing.B) {
+		rows := 0
+		for b.Loop() {
+			counts := make([]int, len(shards))
+			var wg sync.WaitGroup
+			for i, conn := range shards {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := conn.Query(ctx, "SELECT k, grp, note FROM items ORDER BY k LIMIT 100")
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					for r.Next() {
+						counts[i]++
+					}
+					if err := r.Err(); err != nil {
+						b.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+			for _, n := range counts {
+				rows += n
+			}
+		}
+		b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+	})
 	for _, q := range []struct{ name, sql string }{
 		{"order_by_limit_100", "SELECT k, grp, note FROM items ORDER BY k LIMIT 100"},
 		{"group_by", "SELECT grp, count(*), sum(k), max(k) FROM items GROUP BY grp"},
