@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -328,4 +330,45 @@ func HighestParam(sql string) int {
 		})
 	}
 	return n
+}
+
+// ParamRef is where a parameter ($n) is written in a statement's text:
+// bytes [Start, End), parameter Number.
+type ParamRef struct {
+	Start, End, Number int
+}
+
+// ParamRefs returns the parameters sql (one statement) uses, in the
+// order they are written; false when it does not parse or a location the
+// parser gave is not the $n it names (the text could not be rewritten
+// in place).
+func ParamRefs(sql string) ([]ParamRef, bool) {
+	tree, err := pg_query.Parse(sql)
+	if err != nil || len(tree.Stmts) != 1 {
+		return nil, false
+	}
+	var refs []ParamRef
+	ok := true
+	walk(tree.Stmts[0].Stmt.ProtoReflect(), func(m proto.Message) bool {
+		p, is := m.(*pg_query.ParamRef)
+		if !is {
+			return true
+		}
+		start := int(p.Location)
+		if start < 0 || start >= len(sql) || sql[start] != '$' {
+			ok = false
+			return true
+		}
+		end := start + 1
+		for end < len(sql) && sql[end] >= '0' && sql[end] <= '9' {
+			end++
+		}
+		if p.Number < 1 || sql[start+1:end] != strconv.Itoa(int(p.Number)) {
+			ok = false
+		}
+		refs = append(refs, ParamRef{Start: start, End: end, Number: int(p.Number)})
+		return true
+	})
+	slices.SortFunc(refs, func(a, b ParamRef) int { return a.Start - b.Start })
+	return refs, ok
 }
