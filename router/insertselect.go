@@ -17,8 +17,7 @@ import (
 // INSERT ... SELECT that the shards cannot run themselves (into a sharded
 // table from rows of other shards, or into an unsharded table from a
 // sharded one; planner/insertselect.go pushes down the colocated case) is
-// run by the router in a simple-protocol Query: it
-// runs the SELECT as a statement of its own, as a client's (routed,
+// run by the router: it runs the SELECT as a statement of its own, as a client's (routed,
 // merged or gathered), reads its rows, and makes the statement again as
 // INSERT ... VALUES of those rows, each value a literal of the SELECT
 // column's type (NULL::type for NULL), the column list, ON CONFLICT and
@@ -34,35 +33,24 @@ import (
 // before it; the rows pass through the router's memory, up to
 // tessera.gather_limit (54000 beyond it: COPY is the bulk path). Values
 // pass through their text forms: a session with extra_float_digits below
-// 1 is refused (its floats would lose digits). The extended protocol
-// keeps the refusal.
+// 1 is refused (its floats would lose digits).
+//
+// Alone in a Query, the rewritten statement is planned again
+// (simple.go's rewriteQuery); in a string of several it is expanded in
+// its turn (insertSelectInString), after the statements before it ran.
+// The extended protocol keeps the refusal.
 
 // expandInsertSelect rewrites st, a refused INSERT ... SELECT, as INSERT
 // ... VALUES of the SELECT's
 // rows; it answers the client itself when the SELECT fails or gives no
 // rows. A zero action leaves the planner's refusal to answer.
 func (c *clientConn) expandInsertSelect(ctx context.Context, st *plannedStmt) (sequenceAction, error) {
-	if st == nil || st.Kind != planner.Insert || pgerr.Code(st.Err) != pgerr.FeatureNotSupported || len(st.Tables) == 0 ||
-		c.tx.failed || c.settings.replica() {
+	tree, ins, sel := c.insertSelectParts(st)
+	if tree == nil {
 		return sequenceAction{}, nil
 	}
 	t := st.Tables[0]
-	if t.Database != c.database {
-		return sequenceAction{}, nil
-	}
-	tree, err := pg_query.Parse(st.SQL)
-	if err != nil || len(tree.Stmts) != 1 {
-		return sequenceAction{}, nil
-	}
-	ins := tree.Stmts[0].Stmt.GetInsertStmt()
-	sel := ins.GetSelectStmt().GetSelectStmt()
-	if ins == nil || sel == nil || len(sel.ValuesLists) > 0 {
-		return sequenceAction{}, nil
-	}
 	if ins.WithClause != nil {
-		if sel.WithClause != nil || modifyingCTE(ins.WithClause) {
-			return sequenceAction{}, nil
-		}
 		sel.WithClause, ins.WithClause = ins.WithClause, nil
 	}
 	if n, lossy := c.settings.lossyFloatText(); lossy {
@@ -81,7 +69,7 @@ func (c *clientConn) expandInsertSelect(ctx context.Context, st *plannedStmt) (s
 	if res.failed {
 		// The SELECT's own error (or notices) is the INSERT's answer.
 		c.out = append(c.out, res.answer...)
-		return sequenceAction{answered: true}, nil
+		return sequenceAction{answered: true, failed: true}, nil
 	}
 	c.out = append(c.out, res.notices...)
 	if res.over {
@@ -118,6 +106,38 @@ func (c *clientConn) expandInsertSelect(ctx context.Context, st *plannedStmt) (s
 		return sequenceAction{}, pgerr.New(pgerr.InternalError, "writing INSERT ... SELECT as VALUES: %v", err)
 	}
 	return sequenceAction{sql: sql}, nil
+}
+
+// insertSelectParts returns the parse of st, its INSERT and its SELECT,
+// when st is an INSERT ... SELECT the planner refused that the router
+// runs itself; nil when the refusal stands: another database's table, a
+// SELECT that is VALUES, a data-modifying WITH, a failed transaction
+// (25P02 answers) or a replica session (which may not write).
+func (c *clientConn) insertSelectParts(st *plannedStmt) (*pg_query.ParseResult, *pg_query.InsertStmt, *pg_query.SelectStmt) {
+	if st == nil || st.Kind != planner.Insert || pgerr.Code(st.Err) != pgerr.FeatureNotSupported || len(st.Tables) == 0 ||
+		c.tx.failed || c.settings.replica() || st.Tables[0].Database != c.database {
+		return nil, nil, nil
+	}
+	tree, err := pg_query.Parse(st.SQL)
+	if err != nil || len(tree.Stmts) != 1 {
+		return nil, nil, nil
+	}
+	ins := tree.Stmts[0].Stmt.GetInsertStmt()
+	sel := ins.GetSelectStmt().GetSelectStmt()
+	if ins == nil || sel == nil || len(sel.ValuesLists) > 0 {
+		return nil, nil, nil
+	}
+	if ins.WithClause != nil && (sel.WithClause != nil || modifyingCTE(ins.WithClause)) {
+		return nil, nil, nil
+	}
+	return tree, ins, sel
+}
+
+// takesInsertSelect reports whether the router runs st, an INSERT ...
+// SELECT the planner refused, itself (expandInsertSelect).
+func (c *clientConn) takesInsertSelect(st *plannedStmt) bool {
+	tree, _, _ := c.insertSelectParts(st)
+	return tree != nil
 }
 
 // modifyingCTE reports a WITH clause holding a data-modifying statement.
@@ -178,10 +198,11 @@ func (c *clientConn) runOnTargetShard(ctx context.Context, tree *pg_query.ParseR
 		return sequenceAction{}, pgerr.New(pgerr.InternalError, "writing INSERT ... SELECT of no row: %v", err)
 	}
 	r := c.authoritativeRoute()
-	if _, err := c.execute(ctx, &r, queryMessage(sql), nil, false); err != nil {
+	failed, err := c.execute(ctx, &r, queryMessage(sql), nil, true)
+	if err != nil {
 		return sequenceAction{}, err
 	}
-	return sequenceAction{answered: true}, nil
+	return sequenceAction{answered: true, failed: failed}, nil
 }
 
 // capturedSelect is the answer of a SELECT the router ran for itself.

@@ -194,3 +194,113 @@ func int64Column(t *testing.T, conn *pgx.Conn, sql string) []int64 {
 	}
 	return out
 }
+
+// inselxTables makes the tables of the tests below, through the router
+// (the target sharded, the source unsharded) and in a plain database on
+// shard-0's Postgres, the reference; it returns sessions of both.
+func inselxTables(t *testing.T) (conn, ref *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	snap, err := cluster.Store().GetTopology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := snap.Topology
+	conn = connect(t, "store")
+	const (
+		target = "CREATE TABLE inselx_target (customer_id bigint PRIMARY KEY, name text NOT NULL, amount numeric, at timestamptz, note varchar(5))"
+		source = "CREATE TABLE inselx_src (id bigint, name text, amount numeric, at timestamptz)"
+		load   = "INSERT INTO inselx_src SELECT 7760000 + i, 'n' || i, i * 1.25, timestamptz '2024-02-29 12:00:00.123456+00' + i * interval '1 hour 1 second' FROM generate_series(0, 29) i"
+	)
+	mustExec(t, conn, "DROP TABLE IF EXISTS inselx_target", "DROP TABLE IF EXISTS inselx_src", target, source)
+	t.Cleanup(func() {
+		applyTopology(t, base)
+		mustExec(t, connect(t, "store"), "DROP TABLE IF EXISTS inselx_target", "DROP TABLE IF EXISTS inselx_src")
+	})
+	applyTopology(t, withTableInCustomerData(t, base, "inselx_target"))
+	admin := direct(t, "shard-0", "postgres")
+	mustExec(t, admin, "DROP DATABASE IF EXISTS inselx_reference", "CREATE DATABASE inselx_reference")
+	ref = direct(t, "shard-0", "inselx_reference")
+	mustExec(t, ref, target, source)
+	mustExec(t, conn, load)
+	mustExec(t, ref, load)
+	return conn, ref
+}
+
+// sameTables fails the test unless the router's tables hold the rows
+// the reference's do.
+func sameTables(t *testing.T, conn, ref *pgx.Conn) {
+	t.Helper()
+	for _, all := range []string{"SELECT customer_id, name, amount, at, note FROM inselx_target ORDER BY customer_id",
+		"SELECT id, name, amount, at FROM inselx_src ORDER BY id"} {
+		if got, want := fmt.Sprint(allRows(t, conn, all)), fmt.Sprint(allRows(t, ref, all)); got != want {
+			t.Fatalf("%s through the router:\n%v\none Postgres:\n%v", all, got, want)
+		}
+	}
+}
+
+// In a string of several statements (the simple protocol) the router
+// runs such an INSERT ... SELECT in its turn: its SELECT sees what the
+// statements before it wrote, and its failure undoes the string, as
+// Postgres's implicit transaction does; in a transaction block too. Each
+// answer, and the tables afterwards, are those of one Postgres.
+func TestInsertSelectInAString(t *testing.T) {
+	conn, ref := inselxTables(t)
+	for _, sql := range []string{
+		// The SELECT reads what the string's first statement wrote.
+		"INSERT INTO inselx_src (id, name) VALUES (7769001, 'multi'), (7769002, 'string'); INSERT INTO inselx_target (customer_id, name) SELECT id, name FROM inselx_src WHERE id > 7769000 RETURNING customer_id, name",
+		"INSERT INTO inselx_target (customer_id, name) VALUES (7769101, 'a'), (7769102, 'b'); INSERT INTO inselx_target (customer_id, name) SELECT customer_id + 100, upper(name) FROM inselx_target WHERE customer_id BETWEEN 7769101 AND 7769102; SELECT count(*) FROM inselx_target WHERE customer_id > 7769100",
+		"INSERT INTO inselx_target (customer_id, name) SELECT id, name FROM inselx_src WHERE false RETURNING customer_id; SELECT 1",
+		// A failure undoes the statements before it, and stops the
+		// string: the assignment cast's, a duplicate key, the SELECT's.
+		"INSERT INTO inselx_src (id, name) VALUES (7769301, 'gone'); INSERT INTO inselx_target (customer_id, name, note) SELECT id, name, 'too long a note' FROM inselx_src WHERE id = 7769301; INSERT INTO inselx_src (id) VALUES (7769302)",
+		"INSERT INTO inselx_target (customer_id, name) VALUES (7769401, 'gone'); INSERT INTO inselx_target (customer_id, name) SELECT customer_id * 1, name FROM inselx_target WHERE customer_id = 7769401",
+		"INSERT INTO inselx_src (id, name) VALUES (7769501, 'gone'); INSERT INTO inselx_target (customer_id, name) SELECT id / 0, name FROM inselx_src; SELECT 1",
+		// In a transaction block the string opens, or the session's.
+		"BEGIN; INSERT INTO inselx_src (id, name) VALUES (7769601, 'kept'); INSERT INTO inselx_target (customer_id, name) SELECT id, name FROM inselx_src WHERE id = 7769601 RETURNING customer_id; COMMIT",
+		"BEGIN",
+		"INSERT INTO inselx_src (id, name) VALUES (7769701, 'tx'); INSERT INTO inselx_target (customer_id, name) SELECT id, name FROM inselx_src WHERE id = 7769701",
+		"INSERT INTO inselx_target (customer_id, name) SELECT id + 1, name FROM inselx_src WHERE id = 7769701; SELECT count(*) FROM inselx_target WHERE customer_id > 7769700",
+		"COMMIT",
+		"BEGIN",
+		"INSERT INTO inselx_src (id, name) VALUES (7769801, 'rolled back'); INSERT INTO inselx_target (customer_id, name) SELECT id, name FROM inselx_src WHERE id = 7769801",
+		"INSERT INTO inselx_target (customer_id, name) SELECT id, name FROM inselx_src WHERE id = 7769801; SELECT 1",
+		"SELECT 1",
+		"COMMIT",
+	} {
+		got, want := multiAnswer(conn, sql), multiAnswer(ref, sql)
+		if got != want {
+			t.Errorf("%s\nthrough the router: %s\none Postgres:        %s", sql, got, want)
+		}
+	}
+	sameTables(t, conn, ref)
+}
+
+// multiAnswer is what a Query string answers, result by result.
+func multiAnswer(conn *pgx.Conn, sql string) string {
+	results, err := conn.PgConn().Exec(context.Background(), sql).ReadAll()
+	var out []string
+	for _, r := range results {
+		var fields []string
+		for _, f := range r.FieldDescriptions {
+			fields = append(fields, f.Name)
+		}
+		var lines []string
+		for _, row := range r.Rows {
+			var vals []string
+			for _, v := range row {
+				vals = append(vals, string(v))
+			}
+			lines = append(lines, strings.Join(vals, "|"))
+		}
+		sort.Strings(lines)
+		out = append(out, fmt.Sprintf("%v %v %s", fields, lines, r.CommandTag))
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		out = append(out, "ERROR "+pe.Code)
+	} else if err != nil {
+		out = append(out, err.Error())
+	}
+	return strings.Join(out, "; ")
+}

@@ -39,6 +39,8 @@ type sequenceAction struct {
 	sql string
 	// answered: the router answered the statement itself (into c.out).
 	answered bool
+	// failed: its answer is an error (a string of statements stops).
+	failed bool
 	// params: for the extended protocol, the sequences whose values
 	// sql takes as parameters after the client's, in their order.
 	params []sequenceRef
@@ -465,8 +467,11 @@ func (c *clientConn) sequencesOf(ctx context.Context, stmts []*plannedStmt) (seq
 			continue
 		}
 		texts[i] = st.SQL
-		if st.Kind == planner.Select {
-			continue // answered by the router only alone
+		if st.Kind == planner.Select || c.takesInsertSelect(st) {
+			// A SELECT is answered by the router only alone; an INSERT
+			// ... SELECT the router runs is filled in once its rows are
+			// VALUES (runQuery).
+			continue
 		}
 		act, err := c.serveSequences(ctx, st)
 		if err != nil {

@@ -184,6 +184,13 @@ func (c *clientConn) runQuery(ctx context.Context, msg []byte, sql string, stmts
 				failed = true
 				break
 			}
+			var done bool
+			if st, done, failed = c.insertSelectInString(ctx, st); done {
+				if failed {
+					break
+				}
+				continue
+			}
 			r := c.route(st, nil)
 			// Postgres stops at the string's first error: so must the
 			// router, which needs to see it.
@@ -345,4 +352,54 @@ func (c *clientConn) recordSetting(r *routed) error {
 	}
 	c.settings.set(r.setName, r.setValue)
 	return nil
+}
+
+// insertSelectInString returns st, or, when st is an INSERT ... SELECT
+// the router runs (insertselect.go), the INSERT ... VALUES made of it
+// with its sequence values filled in, in a string of statements run one
+// by one. It expands it when its turn comes, so that its SELECT sees
+// what the statements before it wrote. done: the router answered st
+// itself (its SELECT failed, it inserts no row, or it could not be
+// made), and failed says whether with an error.
+func (c *clientConn) insertSelectInString(ctx context.Context, st *plannedStmt) (_ *plannedStmt, done, failed bool) {
+	fail := func(err error) (*plannedStmt, bool, bool) {
+		c.out = appendError(c.out, "ERROR", err)
+		c.failTx()
+		return nil, true, true
+	}
+	act, err := c.expandInsertSelect(ctx, st)
+	switch {
+	case err != nil:
+		return fail(err)
+	case act.answered:
+		return nil, true, act.failed
+	case act.sql == "":
+		return st, false, false
+	}
+	st, err = c.planOne(act.sql)
+	if err != nil {
+		return fail(err)
+	}
+	// Its sequence values, as rewriteQuery fills them in (an INSERT is
+	// filled in, never answered).
+	fill, err := c.serveSequences(ctx, st)
+	if err == nil && fill.sql != "" {
+		st, err = c.planOne(fill.sql)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return st, false, false
+}
+
+// planOne plans sql, one statement the router made.
+func (c *clientConn) planOne(sql string) (*plannedStmt, error) {
+	stmts, _, err := c.plan(sql, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(stmts) != 1 {
+		return nil, pgerr.New(pgerr.InternalError, "the router's statement planned as %d statements", len(stmts))
+	}
+	return stmts[0], nil
 }
