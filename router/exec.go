@@ -89,6 +89,8 @@ func (c *clientConn) dispatch(ctx context.Context, r *routed, frontend []byte, p
 		return c.gatherCompute(ctx, r, frontend, prepared)
 	case routeKeyMove:
 		return c.keyMove(ctx, r, frontend)
+	case routeInsertSelect:
+		return c.insertSelectExtended(ctx, r, frontend)
 	}
 	return c.one(ctx, r, r.shards[0], frontend, prepared, scan)
 }

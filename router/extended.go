@@ -323,7 +323,7 @@ func (c *clientConn) target(r *routed) error {
 }
 
 func sameTargets(a, b *routed) bool {
-	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit || a.mode == routeKeyMove || (a.mode == routeScatter && (a.limited || b.limited || a.engine != nil || b.engine != nil)) {
+	if a.mode != b.mode || len(a.shards) != len(b.shards) || a.mode == routeSplit || a.mode == routeKeyMove || a.mode == routeInsertSelect || (a.mode == routeScatter && (a.limited || b.limited || a.engine != nil || b.engine != nil)) {
 		return false
 	}
 	for i := range a.shards {
@@ -395,6 +395,11 @@ func (c *clientConn) bind(msg []byte) error {
 			c.batchError(err)
 			return nil
 		}
+	}
+	if r.err != nil && r.err == p.stmt.Err && c.takesInsertSelect(p.stmt) {
+		// The planner's refusal is what the router answers by running
+		// it (insertselect_ext.go).
+		r.bindInsertSelect(portal, p, params, c.authoritativeRoute().shards)
 	}
 	if r.mode == routeKeyMove && r.err == nil {
 		// Its steps are bound with the client's parameters (keymove.go).
@@ -534,9 +539,9 @@ func (c *clientConn) executeMsg(msg []byte) error {
 	c.batch.frontend = append(c.batch.frontend, msg...)
 	c.batch.backend = true
 	c.batch.group = -1 // the next statement starts after this Execute
-	if c.batch.r.mode == routeSplit || c.batch.r.mode == routeKeyMove {
-		// A split INSERT (or a key move) runs as a segment of its own, up
-		// to its Execute.
+	if m := c.batch.r.mode; m == routeSplit || m == routeKeyMove || m == routeInsertSelect {
+		// A split INSERT (a key move, an INSERT ... SELECT the router
+		// runs) runs as a segment of its own, up to its Execute.
 		c.batch.closeSegment()
 	}
 	return nil

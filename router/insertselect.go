@@ -38,7 +38,7 @@ import (
 // Alone in a Query, the rewritten statement is planned again
 // (simple.go's rewriteQuery); in a string of several it is expanded in
 // its turn (insertSelectInString), after the statements before it ran.
-// The extended protocol keeps the refusal.
+// The extended protocol runs it as such a Query (insertselect_ext.go).
 
 // expandInsertSelect rewrites st, a refused INSERT ... SELECT, as INSERT
 // ... VALUES of the SELECT's

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // INSERT ... SELECT that the shards cannot run themselves (from an
@@ -146,10 +149,6 @@ func TestInsertSelectThroughTheRouter(t *testing.T) {
 		t.Errorf("a shard-key UPDATE under extra_float_digits 0: %v, want 0A000", err)
 	}
 	mustExec(t, conn, "RESET extra_float_digits")
-	// The extended protocol keeps the refusal.
-	if _, err := conn.Exec(ctx, "INSERT INTO insel_target (customer_id, name) SELECT id + 6000, name FROM insel_src WHERE id = $1", pgx.QueryExecModeExec, 7750001); sqlstate(err) != "0A000" {
-		t.Errorf("extended protocol: %v, want 0A000", err)
-	}
 }
 
 // insertAnswer is what a statement answers in the simple protocol: its
@@ -276,6 +275,161 @@ func TestInsertSelectInAString(t *testing.T) {
 	sameTables(t, conn, ref)
 }
 
+// In the extended protocol (pgx binding arguments, in each of its modes)
+// the router runs such an INSERT ... SELECT too, with the client's
+// parameters in text and in binary (int8, text, numeric, timestamptz,
+// interval, NULL), RETURNING read in binary or text as the mode asks, a
+// statement prepared once run again, errors, pipelined batches,
+// transaction blocks, a SELECT of no row, and the simple protocol's
+// limits. Each answer, and the tables afterwards, are those of one
+// Postgres.
+func TestInsertSelectExtendedThroughTheRouter(t *testing.T) {
+	ctx := context.Background()
+	conn, ref := inselxTables(t)
+	at := time.Date(2025, 3, 30, 1, 30, 0, 654321000, time.UTC)
+	amount := pgtype.Numeric{Int: big.NewInt(-12345), Exp: -3, Valid: true}
+	for i, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec} {
+		off := int64(i+1) * 1000
+		type step struct {
+			sql  string
+			args []any
+		}
+		steps := []step{
+			// Parameters in the SELECT list and its WHERE: int8, text,
+			// numeric and timestamptz in binary, NULL, a numeric in text.
+			{"INSERT INTO inselx_target (customer_id, name, amount, at, note) SELECT id + $1, name || $2, amount * $3, $4, $5 FROM inselx_src WHERE id < $6",
+				[]any{off, " ünï'\\\\", amount, at, nil, int64(7760010)}},
+			{"INSERT INTO inselx_target (customer_id, name, amount) SELECT id + $1, $2, amount + $3::numeric FROM inselx_src WHERE id BETWEEN $4 AND $5",
+				[]any{off, "text numeric", "0.000000000000000000001", int64(7760010), int64(7760014)}},
+			// RETURNING, read in binary by the modes that describe first.
+			{"INSERT INTO inselx_target (customer_id, name, amount, at) SELECT id + $1, name, amount, at + $2 FROM inselx_src WHERE id BETWEEN 7760015 AND 7760019 RETURNING customer_id, amount, at, note, name",
+				[]any{off, pgtype.Interval{Days: 1, Microseconds: 7, Valid: true}}},
+			// The same statement again (prepared once where the mode
+			// caches), with other values.
+			{"INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id = $2 RETURNING customer_id",
+				[]any{off, int64(7760020)}},
+			{"INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id = $2 RETURNING customer_id",
+				[]any{off, int64(7760021)}},
+			// No row: RETURNING still describes its columns.
+			{"INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id < $2 RETURNING customer_id, amount",
+				[]any{off, int64(0)}},
+			// Errors: too long for varchar(5), a duplicate key, the
+			// SELECT's own; the session goes on.
+			{"INSERT INTO inselx_target (customer_id, name, note) SELECT id + $1, name, $2 FROM inselx_src WHERE id > 7760025",
+				[]any{off, "too long a note"}},
+			{"INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id < 7760003",
+				[]any{off}},
+			{"INSERT INTO inselx_target (customer_id, name) SELECT id / $1, name FROM inselx_src",
+				[]any{int64(0)}},
+			{"INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id = 7760022 RETURNING customer_id",
+				[]any{off}},
+		}
+		for _, s := range steps {
+			got, want := extAnswer(conn, mode, s.sql, s.args...), extAnswer(ref, mode, s.sql, s.args...)
+			if got != want {
+				t.Errorf("%s %s %v\nthrough the router: %s\none Postgres:        %s", mode, s.sql, s.args, got, want)
+			}
+		}
+		// Several in one pipelined batch, among other statements, one
+		// reading what the one before it wrote; then a batch where one
+		// fails, and those after it are skipped.
+		if got, want := batchAnswer(t, conn, mode, off), batchAnswer(t, ref, mode, off); got != want {
+			t.Errorf("%s: a batch\nthrough the router: %s\none Postgres:        %s", mode, got, want)
+		}
+		// Inside a transaction block: committed, then failed and rolled
+		// back.
+		for _, db := range []*pgx.Conn{conn, ref} {
+			tx, err := db.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var id int64
+			if err := tx.QueryRow(ctx, "INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id = $2 RETURNING customer_id",
+				mode, off, int64(7760023)).Scan(&id); err != nil || id != 7760023+off {
+				t.Errorf("%s in a transaction: %d %v", mode, id, err)
+			}
+			var n int64
+			if err := tx.QueryRow(ctx, "SELECT count(*) FROM inselx_target WHERE customer_id = $1", mode, 7760023+off).Scan(&n); err != nil || n != 1 {
+				t.Errorf("%s: the row inserted in the transaction: %d %v", mode, n, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			tx, err = db.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id = $2", mode, off, int64(7760024)); err != nil {
+				t.Errorf("%s in a transaction: %v", mode, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id = $2", mode, off, int64(7760024)); sqlstate(err) != "23505" {
+				t.Errorf("%s: a duplicate in a transaction: %v, want 23505", mode, err)
+			}
+			if _, err := tx.Exec(ctx, "SELECT 1", mode); sqlstate(err) != "25P02" {
+				t.Errorf("%s: after an error in a transaction: %v, want 25P02", mode, err)
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The limits of the simple protocol's: rows held up to
+	// tessera.gather_limit, floats with all their digits.
+	mustExec(t, conn, "SET tessera.gather_limit = '200'")
+	if _, err := conn.Exec(ctx, "INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src", int64(9000)); sqlstate(err) != "54000" {
+		t.Errorf("extended protocol past tessera.gather_limit: %v, want 54000", err)
+	}
+	mustExec(t, conn, "RESET tessera.gather_limit", "SET extra_float_digits = 0")
+	if _, err := conn.Exec(ctx, "INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src", int64(9000)); sqlstate(err) != "0A000" {
+		t.Errorf("extended protocol with extra_float_digits 0: %v, want 0A000", err)
+	}
+	mustExec(t, conn, "RESET extra_float_digits")
+	sameTables(t, conn, ref)
+}
+
+// extAnswer is what a statement with arguments answers in pgx's mode:
+// its columns (names, types, formats), rows (sorted) and tag, or its
+// SQLSTATE; then what the session answers next.
+func extAnswer(conn *pgx.Conn, mode pgx.QueryExecMode, sql string, args ...any) string {
+	ctx := context.Background()
+	answer := func() string {
+		rows, err := conn.Query(ctx, sql, append([]any{mode}, args...)...)
+		if err == nil {
+			var out [][]any
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
+			if err == nil {
+				var fields []string
+				for _, f := range rows.FieldDescriptions() {
+					fields = append(fields, fmt.Sprintf("%s:%d:%d", f.Name, f.DataTypeOID, f.Format))
+				}
+				lines := make([]string, len(out))
+				for i, r := range out {
+					for j, v := range r {
+						if tm, ok := v.(time.Time); ok {
+							r[j] = tm.UTC().Format(time.RFC3339Nano)
+						}
+						if n, ok := v.(pgtype.Numeric); ok {
+							f, _ := n.Value()
+							r[j] = f
+						}
+					}
+					lines[i] = fmt.Sprint(r)
+				}
+				sort.Strings(lines)
+				return fmt.Sprintf("%v %v %s", fields, lines, rows.CommandTag())
+			}
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return "ERROR " + pe.Code
+		}
+		return err.Error()
+	}()
+	var one int
+	err := conn.QueryRow(ctx, "SELECT 1", mode).Scan(&one)
+	return fmt.Sprintf("%s; then %d %v", answer, one, err)
+}
+
 // multiAnswer is what a Query string answers, result by result.
 func multiAnswer(conn *pgx.Conn, sql string) string {
 	results, err := conn.PgConn().Exec(context.Background(), sql).ReadAll()
@@ -303,4 +457,60 @@ func multiAnswer(conn *pgx.Conn, sql string) string {
 		out = append(out, err.Error())
 	}
 	return strings.Join(out, "; ")
+}
+
+// batchAnswer is what pgx batches of INSERT ... SELECTs among other
+// statements answer, statement by statement, sent by a session of
+// conn's in mode.
+func batchAnswer(t *testing.T, conn *pgx.Conn, mode pgx.QueryExecMode, off int64) string {
+	ctx := context.Background()
+	cfg := conn.Config().Copy()
+	cfg.DefaultQueryExecMode = mode
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var out []string
+	run := func(b *pgx.Batch) {
+		res := conn.SendBatch(ctx, b)
+		for range b.QueuedQueries {
+			rows, err := res.Query()
+			var vals [][]any
+			if err == nil {
+				vals, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
+			}
+			var pe *pgconn.PgError
+			switch {
+			case errors.As(err, &pe):
+				out = append(out, "ERROR "+pe.Code)
+			case err != nil:
+				out = append(out, err.Error())
+			default:
+				lines := make([]string, len(vals))
+				for i, v := range vals {
+					lines[i] = fmt.Sprint(v)
+				}
+				sort.Strings(lines)
+				out = append(out, fmt.Sprintf("%v %s", lines, rows.CommandTag()))
+			}
+		}
+		if err := res.Close(); err != nil {
+			out = append(out, "close: "+err.Error())
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue("INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id BETWEEN $2 AND $3", off+100, int64(7760000), int64(7760004))
+	b.Queue("SELECT count(*) FROM inselx_target WHERE customer_id > $1", off+100)
+	b.Queue("INSERT INTO inselx_target (customer_id, name) SELECT customer_id + 50, name FROM inselx_target WHERE customer_id BETWEEN $1 AND $2 RETURNING customer_id", off+7760100, off+7760104)
+	b.Queue("SELECT 1")
+	run(b)
+	b = &pgx.Batch{}
+	b.Queue("SELECT count(*) FROM inselx_target WHERE customer_id > $1", off+100)
+	b.Queue("INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id = 7760000", off+100)
+	b.Queue("INSERT INTO inselx_target (customer_id, name) SELECT id + $1, name FROM inselx_src WHERE id = 7760000", off+200)
+	run(b)
+	var one int
+	err = conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+	return fmt.Sprintf("%s; then %d %v", strings.Join(out, "; "), one, err)
 }

@@ -28,13 +28,14 @@ const (
 type routeMode int
 
 const (
-	routeOne        routeMode = iota // one shard; its answer goes through untouched
-	routeScatter                     // several shards; rows merged as they arrive
-	routeEverywhere                  // DDL: every shard; one answer
-	routeSplit                       // a multi-row INSERT split by shard (insertsplit.go)
-	routeCopyInto                    // COPY FROM STDIN split by shard (copyinto.go)
-	routeGather                      // rows gathered into the authoritative shard, which computes the answer (gather.go)
-	routeKeyMove                     // an UPDATE that changes shard keys: rows move between shards (keymove.go)
+	routeOne          routeMode = iota // one shard; its answer goes through untouched
+	routeScatter                       // several shards; rows merged as they arrive
+	routeEverywhere                    // DDL: every shard; one answer
+	routeSplit                         // a multi-row INSERT split by shard (insertsplit.go)
+	routeCopyInto                      // COPY FROM STDIN split by shard (copyinto.go)
+	routeGather                        // rows gathered into the authoritative shard, which computes the answer (gather.go)
+	routeKeyMove                       // an UPDATE that changes shard keys: rows move between shards (keymove.go)
+	routeInsertSelect                  // an extended-protocol INSERT ... SELECT the router runs (insertselect_ext.go)
 )
 
 // routed is one statement with its targets resolved.
@@ -116,4 +117,7 @@ type routed struct {
 	keyMove *planner.KeyMove
 	// keyMoveBind: an extended-protocol key move's Bind (keymove.go).
 	keyMoveBind *keyMoveBind
+	// insertSelectBind: an extended-protocol INSERT ... SELECT's Bind
+	// (insertselect_ext.go).
+	insertSelectBind *insertSelectBind
 }

@@ -553,7 +553,9 @@ func (c *clientConn) extendedFill(ctx context.Context, p *prepared) (*prepared, 
 		}
 		return nil, c.checkUpdateDefault(ctx, st)
 	}
-	if st.Kind != planner.Insert {
+	if st.Kind != planner.Insert || c.takesInsertSelect(st) {
+		// An INSERT ... SELECT the router runs is filled in once its
+		// rows are VALUES (insertselect_ext.go).
 		return nil, nil
 	}
 	t := st.Tables[0]

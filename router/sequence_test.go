@@ -346,15 +346,19 @@ func (s *seqEnv) refusals(t *testing.T) {
 	if len(after0) != len(before0)+3 || duplicates(after0) != 0 {
 		t.Fatalf("INSERT ... SELECT: %d ids before, %d after, %d duplicates", len(before0), len(after0), duplicates(after0))
 	}
-	// So is it in its turn in a string of several statements (its
-	// SELECT reading the row the string's first statement wrote).
+	// So is it in the extended protocol, and in its turn in a string of
+	// several statements (its SELECT reading the row the string's first
+	// statement wrote).
+	if _, err := extended.Exec(ctx, "INSERT INTO ids (v) SELECT $1 || g FROM generate_series(1, 3) g", "ext"); err != nil {
+		t.Fatalf("INSERT ... SELECT through the extended protocol: %v", err)
+	}
 	mustExec(t, c, "INSERT INTO ids (v) VALUES ('string'); INSERT INTO ids (v) SELECT v || '+' FROM ids WHERE v = 'string'")
 	after1, _ := s.allIDs(t, "ids")
-	if len(after1) != len(after0)+2 || duplicates(after1) != 0 {
-		t.Fatalf("INSERT ... SELECT in a string: %d ids before, %d after, %d duplicates", len(after0), len(after1), duplicates(after1))
+	if len(after1) != len(after0)+5 || duplicates(after1) != 0 {
+		t.Fatalf("INSERT ... SELECT, extended and in a string: %d ids before, %d after, %d duplicates", len(after0), len(after1), duplicates(after1))
 	}
-	if got := int64s(t, c, "SELECT count(*) FROM ids WHERE v IN ('string', 'string+')"); !slices.Equal(got, []int64{2}) {
-		t.Fatalf("rows of INSERT ... SELECT in a string: %v, want 2", got)
+	if got := int64s(t, c, "SELECT count(*) FROM ids WHERE v IN ('ext1', 'ext2', 'ext3', 'string', 'string+')"); !slices.Equal(got, []int64{5}) {
+		t.Fatalf("rows of INSERT ... SELECT, extended and in a string: %v, want 5", got)
 	}
 	// In a string of several statements each INSERT is filled in.
 	before, _ := s.allIDs(t, "ids")
