@@ -399,7 +399,9 @@ func (c *clientConn) bind(msg []byte) error {
 	if r.err != nil && r.err == p.stmt.Err && c.takesInsertSelect(p.stmt) {
 		// The planner's refusal is what the router answers by running
 		// it (insertselect_ext.go).
-		r.bindInsertSelect(portal, p, params, c.authoritativeRoute().shards)
+		if err := r.bindInsertSelect(portal, p, params, c.authoritativeRoute().shards); err != nil {
+			return err
+		}
 	}
 	if r.mode == routeKeyMove && r.err == nil {
 		// Its steps are bound with the client's parameters (keymove.go).

@@ -43,7 +43,7 @@ type insertSelectBind struct {
 
 // bindInsertSelect makes r run, on the authoritative shard's shards, the
 // INSERT ... SELECT p that the client binds with params.
-func (r *routed) bindInsertSelect(portal string, p *prepared, params *bindParams, shards []string) {
+func (r *routed) bindInsertSelect(portal string, p *prepared, params *bindParams, shards []string) error {
 	b := &insertSelectBind{portal: portal, p: p, values: make([][]byte, len(params.values))}
 	for i := range params.nfmt {
 		b.formats = append(b.formats, int16(binary.BigEndian.Uint16(params.formats[2*i:])))
@@ -53,13 +53,15 @@ func (r *routed) bindInsertSelect(portal string, p *prepared, params *bindParams
 			b.values[i] = append([]byte{}, v...)
 		}
 	}
-	if res := params.results; len(res) >= 2 {
-		n := int(binary.BigEndian.Uint16(res))
-		for i := 0; i < n && 2+2*i+2 <= len(res); i++ {
-			b.results = append(b.results, int16(binary.BigEndian.Uint16(res[2+2*i:])))
-		}
+	res := params.results
+	if len(res) < 2 || len(res) != 2+2*int(binary.BigEndian.Uint16(res)) {
+		return errBadBind
+	}
+	for i := 2; i < len(res); i += 2 {
+		b.results = append(b.results, int16(binary.BigEndian.Uint16(res[i:])))
 	}
 	r.mode, r.err, r.shards, r.insertSelectBind = routeInsertSelect, nil, shards, b
+	return nil
 }
 
 // insertSelectAnswer is what the router answers an extended-protocol
