@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/big"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -513,4 +515,106 @@ func batchAnswer(t *testing.T, conn *pgx.Conn, mode pgx.QueryExecMode, off int64
 	var one int
 	err = conn.QueryRow(ctx, "SELECT 1").Scan(&one)
 	return fmt.Sprintf("%s; then %d %v", strings.Join(out, "; "), one, err)
+}
+
+// In the extended protocol the router answers the client's messages
+// itself: each as Postgres answers it and in its place (Describe of the
+// statement and of the portal, binary results for some columns, a
+// statement bound twice in one batch), and an error where Postgres
+// raises it (at Parse, at Bind, at Execute), the rest of the batch
+// skipped.
+func TestInsertSelectExtendedMessages(t *testing.T) {
+	conn, ref := inselxTables(t)
+	i8 := func(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+	const (
+		insert = "INSERT INTO inselx_target (customer_id, name, amount) SELECT id + $1, name, amount FROM inselx_src WHERE id < $2 RETURNING customer_id, name, amount"
+		noSuch = "INSERT INTO inselx_target (customer_id, name) SELECT id + $1, no_such_column FROM inselx_src"
+		named  = "INSERT INTO inselx_target (customer_id, name) SELECT id + $1, coalesce($2, 'null') FROM inselx_src WHERE id = 7760009"
+	)
+	then := []pgproto3.FrontendMessage{&pgproto3.Parse{Query: "SELECT 1"}, &pgproto3.Bind{}, &pgproto3.Execute{}}
+	batches := [][]pgproto3.FrontendMessage{
+		{&pgproto3.Parse{Query: insert}, &pgproto3.Describe{ObjectType: 'S'},
+			&pgproto3.Bind{ParameterFormatCodes: []int16{1}, Parameters: [][]byte{i8(5000), i8(7760003)}, ResultFormatCodes: []int16{1, 0, 1}},
+			&pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{}, &pgproto3.Close{ObjectType: 'P'}},
+		// A duplicate key: at Execute.
+		append([]pgproto3.FrontendMessage{&pgproto3.Parse{Query: insert},
+			&pgproto3.Bind{Parameters: [][]byte{[]byte("5000"), []byte("7760001")}}, &pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{}}, then...),
+		// A value binary int8 cannot read: at Bind.
+		append([]pgproto3.FrontendMessage{&pgproto3.Parse{Query: insert},
+			&pgproto3.Bind{ParameterFormatCodes: []int16{1}, Parameters: [][]byte{{1, 2, 3}, i8(7760001)}}, &pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{}}, then...),
+		// Result formats for more columns than RETURNING's: at Bind.
+		append([]pgproto3.FrontendMessage{&pgproto3.Parse{Query: insert},
+			&pgproto3.Bind{Parameters: [][]byte{[]byte("6000"), []byte("7760001")}, ResultFormatCodes: []int16{1, 1}}, &pgproto3.Execute{}}, then...),
+		// A column that does not exist: at Parse.
+		append([]pgproto3.FrontendMessage{&pgproto3.Parse{Query: noSuch}, &pgproto3.Bind{Parameters: [][]byte{[]byte("1")}}, &pgproto3.Execute{}}, then...),
+		// A statement of its own name, described, then bound twice in
+		// one batch, without RETURNING.
+		{&pgproto3.Parse{Name: "s", Query: named}, &pgproto3.Describe{ObjectType: 'S', Name: "s"}},
+		{&pgproto3.Bind{PreparedStatement: "s", Parameters: [][]byte{[]byte("7000"), []byte("seven")}}, &pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{},
+			&pgproto3.Bind{PreparedStatement: "s", ParameterFormatCodes: []int16{1, 0}, Parameters: [][]byte{i8(7001), nil}}, &pgproto3.Execute{},
+			&pgproto3.Bind{PreparedStatement: "s", Parameters: [][]byte{[]byte("7002"), []byte("two")}}, &pgproto3.Execute{}},
+	}
+	for _, batch := range batches {
+		got, want := rawAnswer(t, conn, batch), rawAnswer(t, ref, batch)
+		if got != want {
+			t.Errorf("%s\nthrough the router: %s\none Postgres:        %s", rawBatch(batch), got, want)
+		}
+	}
+	sameTables(t, conn, ref)
+}
+
+// rawAnswer sends batch and Sync on conn's connection and returns the
+// answer up to ReadyForQuery: each message's type and what matters of
+// it (table OIDs and column numbers differ between the databases; rows
+// within one answer are sorted).
+func rawAnswer(t *testing.T, conn *pgx.Conn, batch []pgproto3.FrontendMessage) string {
+	t.Helper()
+	fe := conn.PgConn().Frontend()
+	for _, m := range batch {
+		fe.Send(m)
+	}
+	fe.Send(&pgproto3.Sync{})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var out, rows []string
+	for {
+		m, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := m.(*pgproto3.DataRow); ok {
+			rows = append(rows, fmt.Sprintf("D%x", r.Values))
+			continue
+		}
+		sort.Strings(rows)
+		out, rows = append(out, rows...), nil
+		switch m := m.(type) {
+		case *pgproto3.ParameterDescription:
+			out = append(out, fmt.Sprintf("t%v", m.ParameterOIDs))
+		case *pgproto3.RowDescription:
+			var fields []string
+			for _, f := range m.Fields {
+				fields = append(fields, fmt.Sprintf("%s:%d:%d", f.Name, f.DataTypeOID, f.Format))
+			}
+			out = append(out, fmt.Sprintf("T%v", fields))
+		case *pgproto3.CommandComplete:
+			out = append(out, "C "+string(m.CommandTag))
+		case *pgproto3.ErrorResponse:
+			out = append(out, "E "+m.Code)
+		case *pgproto3.ReadyForQuery:
+			return strings.Join(append(out, "Z"+string(m.TxStatus)), " ")
+		default:
+			out = append(out, fmt.Sprintf("%T", m))
+		}
+	}
+}
+
+// rawBatch names a batch's messages.
+func rawBatch(batch []pgproto3.FrontendMessage) string {
+	var names []string
+	for _, m := range batch {
+		names = append(names, fmt.Sprintf("%T", m))
+	}
+	return strings.Join(names, " ")
 }
