@@ -77,10 +77,12 @@ func (c *planCtx) limitOnly(q *query, f *facts) (Limit, bool) {
 //     (comparisons of shown integer aggregates with integer literals),
 //     ORDER BY integer or bool outputs, LIMIT and OFFSET, all of which
 //     the shards' SQL leaves out.
-//   - over several colocated tables, a list of counts (countsPlan).
+//   - the same over a join the shards answer whole (colocated tables,
+//     reference tables), when each column name the statement uses is
+//     one table's (mergeScope); else a list of counts (countsPlan).
 //
 // Anything else is refused by the caller with its crossShard reason.
-func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan, bool) {
+func (c *planCtx) enginePlan(q *query, f *facts, scope *mergeScope) (*engine.Plan, bool) {
 	s := q.sel
 	if s == nil || f.locking || s.Op != pg_query.SetOperation_SETOP_NONE {
 		return nil, false
@@ -88,7 +90,7 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 	if f.crossOther {
 		return nil, false
 	}
-	if table == nil {
+	if scope == nil {
 		if s.LimitCount != nil || s.LimitOffset != nil {
 			return nil, false
 		}
@@ -115,7 +117,7 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 	if f.groups != b2i(grouped) || f.distincts != b2i(distinct) || f.orders != b2i(len(s.SortClause) > 0) || f.limits != b2i(s.LimitCount != nil) || f.offsets != b2i(s.LimitOffset != nil) || f.havings != b2i(s.HavingClause != nil) {
 		return nil, false
 	}
-	outs, ok := c.engineOutputs(s, table)
+	outs, ok := c.engineOutputs(s, scope)
 	if !ok {
 		return nil, false
 	}
@@ -124,12 +126,12 @@ func (c *planCtx) enginePlan(q *query, f *facts, table *tableRef) (*engine.Plan,
 		if s.HavingClause != nil {
 			return nil, false // HAVING without aggregates or GROUP BY: rare, and not finished here
 		}
-		return c.orderedPlan(s, table, outs, offset, limit)
+		return c.orderedPlan(s, scope, outs, offset, limit)
 	}
 	if s.GroupDistinct || distinct && (grouped || f.aggCalls > 0) {
 		return nil, false
 	}
-	return c.aggregatedPlan(s, f, table, outs, grouped, distinct, offset, limit)
+	return c.aggregatedPlan(s, f, scope, outs, grouped, distinct, offset, limit)
 }
 
 // countsPlan: a SELECT of several tables (colocated) whose every output
@@ -156,14 +158,14 @@ func countsPlan(s *pg_query.SelectStmt, f *facts) (*engine.Plan, bool) {
 // without one any rows will do. Sort keys that are no output are hidden
 // columns. Each shard sends its first limit + offset rows; the router
 // skips offset of the merged rows and passes on limit.
-func (c *planCtx) orderedPlan(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput, offset, limit int64) (*engine.Plan, bool) {
+func (c *planCtx) orderedPlan(s *pg_query.SelectStmt, scope *mergeScope, outs []engineOutput, offset, limit int64) (*engine.Plan, bool) {
 	if len(s.SortClause) == 0 && offset == 0 {
 		return nil, false // a LIMIT alone is limitOnly's
 	}
 	p := &engine.Plan{Offset: offset, Limit: limit}
 	h := &hiddenColumns{visible: len(outs)}
 	if len(s.SortClause) > 0 {
-		keys, ok := c.sortKeys(s, table, outs, h, false)
+		keys, ok := c.sortKeys(s, scope, outs, h, false)
 		if !ok {
 			return nil, false
 		}
@@ -180,7 +182,7 @@ func (c *planCtx) orderedPlan(s *pg_query.SelectStmt, table *tableRef, outs []en
 			}
 			shardLimit = intConst(limit + offset)
 		}
-		if p.ShardSQL = c.shardSelect(s, h, "", false, shardLimit); p.ShardSQL == "" {
+		if p.ShardSQL = c.shardSelect(s, h, nil, false, shardLimit); p.ShardSQL == "" {
 			return nil, false
 		}
 	}

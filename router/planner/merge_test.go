@@ -222,3 +222,49 @@ func TestEnginePlanCachedByText(t *testing.T) {
 		t.Errorf("HAVING with other literals: %+v, then %+v", c.Engine, d.Engine)
 	}
 }
+
+// A join the shards answer whole (customers and orders colocated on
+// customer_id) is merged as one table's rows when every column name it
+// uses stands for one table's column; otherwise it is left to gathering.
+func TestMergeColocatedJoin(t *testing.T) {
+	schema := lookupSchema{gatherSchema{testSchema}}
+	xx := loadTopology(t, "store_xxhash.json")
+	const join = " FROM customers c JOIN orders o ON o.customer_id = c.customer_id"
+	for _, c := range []struct {
+		sql      string
+		engine   bool
+		shardSQL string // a part of the shards' SQL, when engine
+	}{
+		{"SELECT o.note, count(*), sum(o.order_id)" + join + " GROUP BY o.note", true, "GROUP BY o.note"},
+		{"SELECT c.customer_id, count(*)" + join + " GROUP BY c.customer_id ORDER BY c.customer_id LIMIT 3", true, "GROUP BY c.customer_id"},
+		{"SELECT note, avg(order_id)" + join + " GROUP BY note", true, "pg_catalog.sum(order_id)"},
+		{"SELECT o.note" + join + " ORDER BY c.customer_id LIMIT 3", true, "SELECT o.note, c.customer_id FROM"},
+		{"SELECT o.order_id" + join + " ORDER BY 1 LIMIT 3", true, "LIMIT 3"},
+		{"SELECT count(DISTINCT o.order_id)" + join, true, "GROUP BY o.order_id"},
+		// One name for two tables' columns: not one column to the engine.
+		{"SELECT c.customer_id, o.customer_id, count(*)" + join + " GROUP BY c.customer_id, o.customer_id", false, ""},
+		{"SELECT o.customer_id, count(*)" + join + " GROUP BY o.customer_id ORDER BY c.customer_id", false, ""},
+		{"SELECT customer_id, count(*)" + join + " GROUP BY customer_id", false, ""},
+		{"SELECT *" + join + " ORDER BY c.customer_id LIMIT 3", false, ""},
+	} {
+		stmts, err := New(0).Plan(xx, 1, schema, Input{SQL: c.sql, Database: "store", SearchPath: []string{"public"}})
+		if err != nil {
+			t.Fatalf("%q: %v", c.sql, err)
+		}
+		st := stmts[0]
+		if got := st.Err == nil && st.Merge == MergeEngine; got != c.engine {
+			t.Errorf("%s: engine %v (route %v, err %v), want %v", c.sql, got, st.Route, st.Err, c.engine)
+			continue
+		}
+		if !c.engine {
+			continue
+		}
+		shardSQL := st.Engine.ShardSQL
+		if shardSQL == "" {
+			shardSQL = c.sql // the shards run the statement as written
+		}
+		if !strings.Contains(shardSQL, c.shardSQL) {
+			t.Errorf("%s: shards run %s, want it to hold %q", c.sql, st.Engine.ShardSQL, c.shardSQL)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 // are equal exactly when Postgres's values are, finishes the aggregates,
 // then applies HAVING, ORDER BY, LIMIT and OFFSET, which the shards' SQL
 // leaves out.
-func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableRef, outs []engineOutput, grouped, distinct bool, offset, limit int64) (*engine.Plan, bool) {
+func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, scope *mergeScope, outs []engineOutput, grouped, distinct bool, offset, limit int64) (*engine.Plan, bool) {
 	calls := 0
 	for _, o := range outs {
 		if o.agg != engine.GroupKey {
@@ -28,7 +28,7 @@ func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableR
 	if s.HavingClause != nil {
 		// The HAVING's aggregates are the outputs' own calls or hidden
 		// ones, counted once more each.
-		if having, ok = c.havingConditions(s.HavingClause, s, table, outs, h); !ok {
+		if having, ok = c.havingConditions(s.HavingClause, s, scope, outs, h); !ok {
 			return nil, false
 		}
 		calls += len(having)
@@ -44,7 +44,7 @@ func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableR
 	}
 	keys := map[string]bool{}
 	if grouped {
-		if keys, ok = c.groupColumns(s, table, outs); !ok {
+		if keys, ok = c.groupColumns(s, scope, outs); !ok {
 			return nil, false
 		}
 	}
@@ -55,7 +55,7 @@ func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableR
 		if o.agg == engine.GroupKey && !o.constant {
 			// A shown column must be a group key (DISTINCT: every output
 			// is one), of a type whose encodings compare as its values.
-			if o.column == "" || !(distinct || keys[o.column]) || !c.groupable(table, o.column, o.colType) {
+			if o.column == "" || !(distinct || keys[o.column]) || !scope.groupable(c, o.column, o.colType) {
 				return nil, false
 			}
 			shown[o.column] = true
@@ -79,22 +79,24 @@ func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableR
 	for _, k := range sortedKeys(keys) {
 		if !shown[k] {
 			// A key the statement does not show: a hidden column.
-			t, err := c.columnType(table.name, k)
-			if err != nil || !c.groupable(table, k, t) {
+			t, err := scope.columnType(c, k)
+			if err != nil || !scope.groupable(c, k, t) {
 				return nil, false
 			}
-			o := c.columnOutput(table, k, k)
-			h.add(columnRef(k), o)
+			o := c.columnOutput(scope, k, k)
+			h.add(scope.ref(k), o)
 		}
 	}
 	if len(s.SortClause) > 0 {
-		if p.Sort, ok = c.sortKeys(s, table, outs, h, true); !ok {
+		if p.Sort, ok = c.sortKeys(s, scope, outs, h, true); !ok {
 			return nil, false
 		}
 	}
 	argColumn := -1
+	var groupBy *pg_query.Node // the shards group by the DISTINCT argument too
 	if distinctArg != "" {
-		argColumn = h.add(columnRef(distinctArg), engineOutput{column: distinctArg})
+		groupBy = scope.ref(distinctArg)
+		argColumn = h.add(scope.ref(distinctArg), engineOutput{column: distinctArg})
 	}
 	// Each column's final aggregation; an avg appends the hidden sum and
 	// count it is computed from, which this loop then reaches too.
@@ -123,7 +125,7 @@ func (c *planCtx) aggregatedPlan(s *pg_query.SelectStmt, f *facts, table *tableR
 	if p.Hidden > 0 || distinctArg != "" || s.LimitCount != nil || s.LimitOffset != nil || s.HavingClause != nil {
 		// Each shard answers all its groups; the router filters and
 		// limits the final rows.
-		if p.ShardSQL = c.shardSelect(s, h, distinctArg, true, nil); p.ShardSQL == "" {
+		if p.ShardSQL = c.shardSelect(s, h, groupBy, true, nil); p.ShardSQL == "" {
 			return nil, false
 		}
 	}

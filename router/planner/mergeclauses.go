@@ -15,14 +15,14 @@ import (
 // of an integer aggregate with an integer literal: an output's (the same
 // call, written the same way), or one the statement does not show, which
 // becomes a hidden column (h).
-func (c *planCtx) havingConditions(n *pg_query.Node, s *pg_query.SelectStmt, table *tableRef, outs []engineOutput, h *hiddenColumns) ([]engine.Condition, bool) {
+func (c *planCtx) havingConditions(n *pg_query.Node, s *pg_query.SelectStmt, scope *mergeScope, outs []engineOutput, h *hiddenColumns) ([]engine.Condition, bool) {
 	if b := n.GetBoolExpr(); b != nil {
 		if b.Boolop != pg_query.BoolExprType_AND_EXPR {
 			return nil, false
 		}
 		var out []engine.Condition
 		for _, arg := range b.Args {
-			conds, ok := c.havingConditions(arg, s, table, outs, h)
+			conds, ok := c.havingConditions(arg, s, scope, outs, h)
 			if !ok {
 				return nil, false
 			}
@@ -46,7 +46,7 @@ func (c *planCtx) havingConditions(n *pg_query.Node, s *pg_query.SelectStmt, tab
 	}
 	i := outputCall(s.TargetList, outs, call)
 	if i < 0 && len(s.TargetList) == len(outs) {
-		a, ok := c.mergeableAggregate(call.GetFuncCall(), table)
+		a, ok := c.mergeableAggregate(call.GetFuncCall(), scope)
 		if !ok || a.distinct != "" {
 			return nil, false
 		}

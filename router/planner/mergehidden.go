@@ -68,8 +68,8 @@ func (h *hiddenColumns) avgParts(call *pg_query.FuncCall) (sum, count int) {
 	return part("sum", engine.SumNumeric, engine.Numeric), part("count", engine.SumCounts, engine.Int)
 }
 
-// columnRef is a reference to the table's column name, unqualified: the
-// shards' SELECT reads one table.
+// columnRef is a reference to a column by its bare name (a SELECT of one
+// table; mergeScope.ref qualifies it over several).
 func columnRef(name string) *pg_query.Node {
 	return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{
 		Fields: []*pg_query.Node{{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: name}}}}}}}
@@ -79,11 +79,11 @@ func columnRef(name string) *pg_query.Node {
 // its own, grouped also by groupBy (the DISTINCT argument), without
 // HAVING, ORDER BY, LIMIT and OFFSET when the router applies them
 // (aggregated), or with limit as its LIMIT and no OFFSET (ordered rows).
-func (c *planCtx) shardSelect(s *pg_query.SelectStmt, h *hiddenColumns, groupBy string, aggregated bool, limit *pg_query.Node) string {
+func (c *planCtx) shardSelect(s *pg_query.SelectStmt, h *hiddenColumns, groupBy *pg_query.Node, aggregated bool, limit *pg_query.Node) string {
 	shard := proto.Clone(s).(*pg_query.SelectStmt)
 	shard.TargetList = append(shard.TargetList, h.targets...)
-	if groupBy != "" {
-		shard.GroupClause = append(shard.GroupClause, columnRef(groupBy))
+	if groupBy != nil {
+		shard.GroupClause = append(shard.GroupClause, groupBy)
 	}
 	if aggregated {
 		shard.HavingClause, shard.SortClause = nil, nil

@@ -29,7 +29,7 @@ type engineOutput struct {
 // columns; a column reference shows that column; an aggregate call is
 // classified by mergeableAggregate. Anything else is an expression the
 // engine cannot see into (colType 0, not an aggregate).
-func (c *planCtx) engineOutputs(s *pg_query.SelectStmt, table *tableRef) ([]engineOutput, bool) {
+func (c *planCtx) engineOutputs(s *pg_query.SelectStmt, scope *mergeScope) ([]engineOutput, bool) {
 	var out []engineOutput
 	for _, t := range s.TargetList {
 		rt := t.GetResTarget()
@@ -38,32 +38,32 @@ func (c *planCtx) engineOutputs(s *pg_query.SelectStmt, table *tableRef) ([]engi
 		}
 		cr := rt.GetVal().GetColumnRef()
 		if cr != nil && isStar(cr) {
-			if rt.Name != "" || len(cr.Fields) > 1 && !refersTo(cr, table) {
+			if rt.Name != "" || !scope.single() || len(cr.Fields) > 1 && !scope.refers(cr) {
 				return nil, false
 			}
-			cols, err := c.columnNames(table.name)
+			cols, err := c.columnNames(scope.tables[0].name)
 			if err != nil {
 				return nil, false
 			}
 			for _, col := range cols {
-				out = append(out, c.columnOutput(table, col, col))
+				out = append(out, c.columnOutput(scope, col, col))
 			}
 			continue
 		}
 		if cr != nil {
-			if len(cr.Fields) > 1 && !refersTo(cr, table) {
+			if len(cr.Fields) > 1 && !scope.refers(cr) {
 				return nil, false
 			}
 			name := rt.Name
 			if name == "" {
 				name = lastField(cr)
 			}
-			out = append(out, c.columnOutput(table, name, lastField(cr)))
+			out = append(out, c.columnOutput(scope, name, lastField(cr)))
 			continue
 		}
 		o := engineOutput{name: rt.Name, constant: rt.GetVal().GetAConst() != nil}
 		if fc := rt.GetVal().GetFuncCall(); fc != nil {
-			a, ok := c.mergeableAggregate(fc, table)
+			a, ok := c.mergeableAggregate(fc, scope)
 			if !ok {
 				return nil, false
 			}
@@ -74,12 +74,12 @@ func (c *planCtx) engineOutputs(s *pg_query.SelectStmt, table *tableRef) ([]engi
 	return out, true
 }
 
-func (c *planCtx) columnOutput(table *tableRef, name, column string) engineOutput {
+func (c *planCtx) columnOutput(scope *mergeScope, name, column string) engineOutput {
 	o := engineOutput{name: name, column: column}
-	if t, err := c.columnType(table.name, column); err == nil {
+	if t, err := scope.columnType(c, column); err == nil {
 		o.colType = t
 		o.typ = engineType(t)
-		if c.byteOrdered(table, column, t) {
+		if scope.byteOrdered(c, column, t) {
 			o.typ = engine.Bytes
 		}
 	}
@@ -123,14 +123,14 @@ type aggCall struct {
 
 // mergeableAggregate classifies a built-in aggregate call whose shard
 // partials the engine finishes exactly, with Postgres's result type.
-func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (aggCall, bool) {
+func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, scope *mergeScope) (aggCall, bool) {
 	// An ORDER BY inside or WITHIN GROUP belongs to other aggregates.
 	if !builtinCall(fc) || fc.AggWithinGroup || len(fc.AggOrder) > 0 || fc.Over != nil || fc.AggStar != (len(fc.Args) == 0) || len(fc.Args) > 1 {
 		return aggCall{}, false
 	}
 	name := funcName(fc)
 	if fc.AggDistinct {
-		return c.distinctAggregate(fc, name, table)
+		return c.distinctAggregate(fc, name, scope)
 	}
 	if name == "count" {
 		return aggCall{fn: engine.SumCounts, typ: engine.Int}, true
@@ -146,7 +146,7 @@ func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (ag
 	}
 	// sum, min, max and avg: their result type follows the argument's,
 	// known here for a plain column only.
-	col, t, ok := c.argColumn(fc, table)
+	col, t, ok := c.argColumn(fc, scope)
 	if !ok {
 		return aggCall{}, false
 	}
@@ -162,7 +162,7 @@ func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (ag
 		return aggCall{fn: engine.Min, typ: engine.Int}, true
 	case name == "max" && t.IsInteger():
 		return aggCall{fn: engine.Max, typ: engine.Int}, true
-	case (name == "min" || name == "max") && c.byteOrdered(table, col, t):
+	case (name == "min" || name == "max") && scope.byteOrdered(c, col, t):
 		// text_smaller and text_larger under C compare bytes; the result
 		// is text whatever the column's type (varchar too).
 		fn := engine.Min
@@ -178,9 +178,9 @@ func (c *planCtx) mergeableAggregate(fc *pg_query.FuncCall, table *tableRef) (ag
 // exactly when their bytes are, and sum(DISTINCT x) of an integer column.
 // Each shard groups by x too; the router drops the groups found on
 // several shards (Plan.PreAggregate) and then counts or sums the values.
-func (c *planCtx) distinctAggregate(fc *pg_query.FuncCall, name string, table *tableRef) (aggCall, bool) {
-	col, t, ok := c.argColumn(fc, table)
-	if !ok || fc.AggStar || !c.groupable(table, col, t) {
+func (c *planCtx) distinctAggregate(fc *pg_query.FuncCall, name string, scope *mergeScope) (aggCall, bool) {
+	col, t, ok := c.argColumn(fc, scope)
+	if !ok || fc.AggStar || !scope.groupable(c, col, t) {
 		return aggCall{}, false
 	}
 	switch {
@@ -196,15 +196,15 @@ func (c *planCtx) distinctAggregate(fc *pg_query.FuncCall, name string, table *t
 
 // argColumn is the table column an aggregate's one argument names, and
 // its type.
-func (c *planCtx) argColumn(fc *pg_query.FuncCall, table *tableRef) (string, shardfunc.ColumnType, bool) {
+func (c *planCtx) argColumn(fc *pg_query.FuncCall, scope *mergeScope) (string, shardfunc.ColumnType, bool) {
 	if len(fc.Args) != 1 {
 		return "", 0, false
 	}
 	cr := fc.Args[0].GetColumnRef()
-	if cr == nil || isStar(cr) || len(cr.Fields) > 2 || len(cr.Fields) > 1 && !refersTo(cr, table) {
+	if cr == nil || isStar(cr) || len(cr.Fields) > 2 || len(cr.Fields) > 1 && !scope.refers(cr) {
 		return "", 0, false
 	}
-	t, err := c.columnType(table.name, lastField(cr))
+	t, err := scope.columnType(c, lastField(cr))
 	if err != nil {
 		return "", 0, false
 	}
@@ -213,11 +213,7 @@ func (c *planCtx) argColumn(fc *pg_query.FuncCall, table *tableRef) (string, sha
 
 // groupColumns resolves a GROUP BY of table columns (by name, qualified
 // name or output position) to their names.
-func (c *planCtx) groupColumns(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput) (map[string]bool, bool) {
-	cols, err := c.columnNames(table.name)
-	if err != nil {
-		return nil, false
-	}
+func (c *planCtx) groupColumns(s *pg_query.SelectStmt, scope *mergeScope, outs []engineOutput) (map[string]bool, bool) {
 	keys := map[string]bool{}
 	for _, n := range s.GroupClause {
 		switch x := n.GetNode().(type) {
@@ -230,7 +226,7 @@ func (c *planCtx) groupColumns(s *pg_query.SelectStmt, table *tableRef, outs []e
 		case *pg_query.Node_ColumnRef:
 			// GROUP BY reads a bare name as the table's column first.
 			name := lastField(x.ColumnRef)
-			if isStar(x.ColumnRef) || len(x.ColumnRef.Fields) > 1 && !refersTo(x.ColumnRef, table) || !contains(cols, name) {
+			if isStar(x.ColumnRef) || len(x.ColumnRef.Fields) > 1 && !scope.refers(x.ColumnRef) || !scope.has(c, name) {
 				return nil, false
 			}
 			keys[name] = true
@@ -246,7 +242,7 @@ func (c *planCtx) groupColumns(s *pg_query.SelectStmt, table *tableRef, outs []e
 // output name, or qualified table column) or, when no output is it, a
 // hidden column (h): in an aggregated plan an aggregate call or a group
 // key the statement does not show, otherwise a table column.
-func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engineOutput, h *hiddenColumns, aggregated bool) ([]engine.SortKey, bool) {
+func (c *planCtx) sortKeys(s *pg_query.SelectStmt, scope *mergeScope, outs []engineOutput, h *hiddenColumns, aggregated bool) ([]engine.SortKey, bool) {
 	var keys []engine.SortKey
 	for _, n := range s.SortClause {
 		sb := n.GetSortBy()
@@ -262,7 +258,7 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 		case *pg_query.Node_FuncCall:
 			col = outputCall(s.TargetList, outs, sb.Node)
 			if col < 0 && aggregated && len(s.TargetList) == len(outs) {
-				a, ok := c.mergeableAggregate(x.FuncCall, table)
+				a, ok := c.mergeableAggregate(x.FuncCall, scope)
 				if !ok || a.distinct != "" {
 					return nil, false
 				}
@@ -274,7 +270,7 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 			// column is named like it.
 			name := lastField(x.ColumnRef)
 			qualified := len(x.ColumnRef.Fields) > 1
-			if isStar(x.ColumnRef) || len(x.ColumnRef.Fields) > 2 || qualified && !refersTo(x.ColumnRef, table) {
+			if isStar(x.ColumnRef) || len(x.ColumnRef.Fields) > 2 || qualified && !scope.refers(x.ColumnRef) {
 				return nil, false
 			}
 			col = outputNamed(outs, name, qualified)
@@ -283,7 +279,7 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 				col = outputNamed(outs, name, true)
 			}
 			if col == -1 {
-				col = c.hiddenSortColumn(table, name, h, aggregated)
+				col = c.hiddenSortColumn(scope, name, h, aggregated)
 			}
 		}
 		if col < 0 {
@@ -310,14 +306,14 @@ func (c *planCtx) sortKeys(s *pg_query.SelectStmt, table *tableRef, outs []engin
 // table's column name and no output: in an aggregated plan a group key
 // already hidden (any other column is an error Postgres raises), else a
 // new hidden column. -1: none.
-func (c *planCtx) hiddenSortColumn(table *tableRef, name string, h *hiddenColumns, aggregated bool) int {
+func (c *planCtx) hiddenSortColumn(scope *mergeScope, name string, h *hiddenColumns, aggregated bool) int {
 	if col := h.column(name); col >= 0 || aggregated {
 		return col
 	}
-	if _, err := c.columnType(table.name, name); err != nil {
+	if _, err := scope.columnType(c, name); err != nil {
 		return -1
 	}
-	return h.add(columnRef(name), c.columnOutput(table, name, name))
+	return h.add(scope.ref(name), c.columnOutput(scope, name, name))
 }
 
 // outputNamed finds the output named name, or (byColumn) showing the

@@ -143,7 +143,7 @@ func (c *planCtx) place(st *Statement, q *query, refs []*tableRef, f *facts) {
 			return
 		}
 	}
-	if f.crossShard == "" || c.mergeable(st, q, f, shardedRefs) {
+	if f.crossShard == "" || c.mergeable(st, q, f, refs, shardedRefs) {
 		return
 	}
 	switch {
@@ -287,18 +287,30 @@ func contains(list []string, s string) bool {
 
 // mergeable sets how the router combines the shards' answers to a read
 // whose rows must be combined, if it can, and reports whether it can.
-func (c *planCtx) mergeable(st *Statement, q *query, f *facts, sharded []*tableRef) bool {
+func (c *planCtx) mergeable(st *Statement, q *query, f *facts, refs, sharded []*tableRef) bool {
 	if lim, ok := c.limitOnly(q, f); ok {
 		st.Merge, st.Limit = MergeLimit, lim
 		return true
 	}
-	var table *tableRef
-	if len(sharded) == 1 && len(q.from) == 1 {
-		table = sharded[0]
+	var scope *mergeScope
+	switch {
+	case len(sharded) == 1 && len(q.from) == 1:
+		scope = singleScope(sharded[0])
+	case len(sharded) >= 1:
+		// A join the shards answer whole (the caller proved it
+		// colocated): merged as one table's rows when its names allow.
+		scope = c.joinScope(q.from, refs)
 	}
-	if p, ok := c.enginePlan(q, f, table); ok {
+	if p, ok := c.enginePlan(q, f, scope); ok {
 		st.Merge, st.Engine = MergeEngine, p
 		return true
+	}
+	if scope != nil && !scope.single() {
+		// The counts of several tables need no names.
+		if p, ok := c.enginePlan(q, f, nil); ok {
+			st.Merge, st.Engine = MergeEngine, p
+			return true
+		}
 	}
 	return false
 }

@@ -1060,3 +1060,27 @@ SELECT i.kind, count(x.k) FROM items i LEFT JOIN items x ON x.k = i.kind GROUP B
 SELECT i.k, x.k AS xk FROM items i FULL JOIN items x ON x.k = i.qty WHERE coalesce(i.k, x.k) < 30 ORDER BY 1, 2;
 SELECT n.id, i.k FROM items i LEFT JOIN notes n ON i.k = n.k ORDER BY 1, 2;
 SELECT e.k, e.seq FROM events e WHERE EXISTS (SELECT 1 FROM items i WHERE i.k = e.kind) ORDER BY 1, 2;
+-- Merges over joins the shards answer whole (planner/mergescope.go):
+-- items with events or labels colocated on k, with the reference table
+-- kinds; each shard joins its own rows and the router merges them as one
+-- table's: GROUP BY, aggregates (count, sum, avg, min, max, count
+-- DISTINCT), HAVING, ORDER BY with hidden keys, LIMIT and OFFSET, outer
+-- joins, and names two tables share (k, kind), which go to gathering.
+SELECT i.kind, count(*), sum(e.seq), min(e.seq), max(i.qty) FROM items i JOIN events e ON e.k = i.k GROUP BY i.kind ORDER BY i.kind;
+SELECT i.kind, count(e.seq), avg(i.qty) FROM items i LEFT JOIN events e ON e.k = i.k GROUP BY i.kind ORDER BY 1;
+SELECT i.name, count(*) AS n FROM items i JOIN events e ON e.k = i.k GROUP BY i.name HAVING count(*) > 1 ORDER BY n DESC, i.name LIMIT 5;
+SELECT e.seq, count(DISTINCT i.qty) FROM items i JOIN events e ON e.k = i.k GROUP BY e.seq ORDER BY e.seq;
+SELECT i.k, e.seq FROM items i JOIN events e ON e.k = i.k ORDER BY i.k DESC, e.seq LIMIT 7;
+SELECT i.k, e.seq FROM items i JOIN events e ON e.k = i.k ORDER BY i.k, e.seq LIMIT 5 OFFSET 3;
+SELECT e.note FROM items i JOIN events e ON e.k = i.k ORDER BY i.qty, e.seq, i.k LIMIT 6;
+SELECT count(*), sum(i.qty), avg(e.seq), max(i.big) FROM items i JOIN events e ON e.k = i.k WHERE i.qty > 1;
+SELECT DISTINCT e.seq FROM items i JOIN events e ON e.k = i.k ORDER BY 1;
+SELECT kd.label, count(*), sum(i.qty) FROM items i JOIN kinds kd ON kd.code = i.kind GROUP BY kd.label ORDER BY kd.label;
+SELECT kd.code, count(i.k) FROM items i RIGHT JOIN kinds kd ON kd.code = i.kind GROUP BY kd.code ORDER BY kd.code;
+SELECT i.flag, bool_and(e.seq > 1), count(*) FROM items i JOIN events e ON e.k = i.k GROUP BY i.flag;
+SELECT l.c, count(*), min(i.name) FROM items i JOIN labels l ON l.k = i.k GROUP BY l.c ORDER BY l.c;
+SELECT i.k, i.kind, e.kind FROM items i JOIN events e ON e.k = i.k ORDER BY i.k, e.seq LIMIT 4;
+SELECT i.kind, count(*) FROM items i JOIN events e ON e.k = i.k GROUP BY i.kind, e.kind ORDER BY 1, 2;
+SELECT i.k, count(*) FROM items i JOIN events e ON e.k = i.k GROUP BY i.k ORDER BY e.k LIMIT 3;
+SELECT sum(e.amount), count(DISTINCT e.seq) FROM items i FULL JOIN events e ON e.k = i.k;
+SELECT i.qty, count(*) FROM items i JOIN events e ON e.k = i.k JOIN kinds kd ON kd.code = i.kind GROUP BY i.qty HAVING sum(e.seq) >= 2 ORDER BY i.qty;
