@@ -17,8 +17,9 @@ import (
 // BenchmarkEngine compares reads the router's engine merges across the 4
 // shards of the differential topology with the same reads on one
 // Postgres holding all the rows (a database on shard-0's Postgres), in
-// the same run: an ORDER BY … LIMIT 100, a GROUP BY of 1000 groups, and
-// a whole ORDER BY merge of every row; and, for the first, the same
+// the same run: an ORDER BY … LIMIT 100, a GROUP BY of 1000 groups, a
+// whole ORDER BY merge of every row, and a join of items with events
+// colocated on k (rows, then grouped); and, for the first, the same
 // statement sent straight to the four shards at once, the floor the
 // machine's cores set. Run:
 //
@@ -71,22 +72,28 @@ func BenchmarkEngine(b *testing.B) {
 			}
 		}
 	}
-	const table = "CREATE TABLE items (k bigint, grp int, note text)"
+	tables := []string{"CREATE TABLE items (k bigint, grp int, note text)", "CREATE TABLE events (k bigint, seq int, amount int)"}
 	exec(connect(cluster.Info().Router, "postgres"), "CREATE DATABASE diff")
 	router := connect(cluster.Info().Router, "diff")
-	exec(router, table)
+	exec(router, tables...)
 	exec(connect(primaries["shard-0"], "postgres"), "CREATE DATABASE benchref")
 	ref := connect(primaries["shard-0"], "benchref")
-	exec(ref, table)
+	exec(ref, tables...)
 	for i := range 4 {
 		// Each shard's rows, put there directly (a scatter read does not
-		// care where the hash would put them), and into the reference.
-		insert := fmt.Sprintf("INSERT INTO items SELECT g * 4 + %d, g %% 1000, md5(g::text) FROM generate_series(0, %d) g", i, perShard-1)
+		// care where the hash would put them; events, colocated with
+		// items on k, go with the items of their k), and into the
+		// reference.
+		insert := []string{
+			fmt.Sprintf("INSERT INTO items SELECT g * 4 + %d, g %% 1000, md5(g::text) FROM generate_series(0, %d) g", i, perShard-1),
+			fmt.Sprintf("INSERT INTO events SELECT g * 4 + %d, s, g %% 97 + s FROM generate_series(0, %d) g, generate_series(1, 2) s", i, perShard-1),
+		}
 		sh := connect(primaries[fmt.Sprintf("shard-%d", i)], "diff")
-		exec(sh, insert, "CREATE INDEX ON items (k)", "ANALYZE items")
-		exec(ref, insert)
+		exec(sh, insert...)
+		exec(sh, "CREATE INDEX ON items (k)", "CREATE INDEX ON events (k)", "ANALYZE items", "ANALYZE events")
+		exec(ref, insert...)
 	}
-	exec(ref, "CREATE INDEX ON items (k)", "ANALYZE items")
+	exec(ref, "CREATE INDEX ON items (k)", "CREATE INDEX ON events (k)", "ANALYZE items", "ANALYZE events")
 	// The floor the machine sets: the same statement sent straight to
 	// the four shards' Postgres at once (each its own connection), every
 	// answer read whole, with no router or sidecar between; merging is
@@ -128,6 +135,9 @@ func BenchmarkEngine(b *testing.B) {
 		{"order_by_limit_100", "SELECT k, grp, note FROM items ORDER BY k LIMIT 100"},
 		{"group_by", "SELECT grp, count(*), sum(k), max(k) FROM items GROUP BY grp"},
 		{"merge_all", "SELECT k, grp FROM items ORDER BY k"},
+		// Colocated on k: each shard joins its own rows.
+		{"colocated_join", "SELECT i.k, i.note, e.seq, e.amount FROM items i JOIN events e ON e.k = i.k WHERE i.grp < 5"},
+		{"colocated_join_group_by", "SELECT i.grp, count(*), sum(e.amount) FROM items i JOIN events e ON e.k = i.k GROUP BY i.grp"},
 	} {
 		for _, side := range []struct {
 			name string
