@@ -46,9 +46,11 @@ func (c *clientConn) execute(ctx context.Context, r *routed, frontend []byte, pr
 		failed, err = c.dispatch(ctx, r, frontend, prepared, scan)
 	}
 	c.noteSequenceCalls(r, failed)
-	if c.tx.active && r.kind == kindRegular && !r.autocommit {
+	if c.tx.active && r.kind == kindRegular && !r.autocommit && r.mode != routeInsertSelect {
 		// Not a plain read: it may have written where it ran, even when
-		// it failed (a savepoint may keep what it did before).
+		// it failed (a savepoint may keep what it did before). An
+		// INSERT ... SELECT the router runs only described itself on
+		// its shard; the statements it ran noted their own writes.
 		c.tx.noteWrites(r.shards)
 	}
 	// DDL may have changed the schema or who can log in, on one shard as
