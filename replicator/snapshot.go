@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -56,11 +57,30 @@ func OpenSnapshot(ctx context.Context, connString, slot string, temporary bool) 
 	if err != nil {
 		return nil, fmt.Errorf("replication connection to the source: %w", err)
 	}
-	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{
-		Temporary:      temporary,
-		SnapshotAction: "EXPORT_SNAPSHOT",
-		Mode:           pglogrepl.LogicalReplication,
-	})
+	// A temporary slot of this name that exists belongs to a session
+	// still open: the copy attempt before this one (stopped, or its
+	// worker gone), whose walsender has not yet read that its client
+	// left (42710 "already exists" until then). Wait for it, as a
+	// stream waits for its slot (slotBusyWait); two copies truly running
+	// at once still fail here.
+	deadline := time.Now().Add(slotBusyWait)
+	var res pglogrepl.CreateReplicationSlotResult
+	for {
+		res, err = pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{
+			Temporary:      temporary,
+			SnapshotAction: "EXPORT_SNAPSHOT",
+			Mode:           pglogrepl.LogicalReplication,
+		})
+		if err == nil || !temporary || pgerr.Code(err) != "42710" || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+			continue
+		}
+		break
+	}
 	if err != nil {
 		conn.Close(context.Background())
 		return nil, fmt.Errorf("create replication slot %s: %w", slot, err)
