@@ -21,22 +21,8 @@ import (
 //
 //	TESSERA_TEST_PORT_OFFSET=... go test -run '^$' -bench GatherJoin ./router
 func BenchmarkGatherJoin(b *testing.B) {
-	rows := 20000
-	if v, err := strconv.Atoi(os.Getenv("TESSERA_GATHER_BENCH_ROWS")); err == nil && v > 0 {
-		rows = v
-	}
-	ctx := context.Background()
 	query := "SELECT n.name, count(*) FROM customers c JOIN gather_notes n ON n.name = c.name WHERE c.customer_id BETWEEN 7800000 AND 8799999 GROUP BY n.name ORDER BY 1"
-	routed, err := pgx.Connect(ctx, dsn("store"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer routed.Close(ctx)
-	plain := plainReference(b)
-	defer plain.Close(ctx)
-	for _, conn := range []*pgx.Conn{routed, plain} {
-		benchCustomers(b, conn, rows)
-	}
+	routed, plain, rows := benchCustomerDatabases(b)
 	var want string
 	for name, conn := range map[string]*pgx.Conn{"one_postgres": plain, "router_gather": routed} {
 		b.Run(name, func(b *testing.B) {
@@ -51,6 +37,27 @@ func BenchmarkGatherJoin(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchCustomerDatabases connects to the router's store database and to
+// the plain reference, closed when b ends, and fills customers in both
+// (TESSERA_GATHER_BENCH_ROWS of them, default 20000).
+func benchCustomerDatabases(b *testing.B) (routed, plain *pgx.Conn, rows int) {
+	rows = 20000
+	if v, err := strconv.Atoi(os.Getenv("TESSERA_GATHER_BENCH_ROWS")); err == nil && v > 0 {
+		rows = v
+	}
+	routed, err := pgx.Connect(context.Background(), dsn("store"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { routed.Close(context.Background()) })
+	plain = plainReference(b)
+	b.Cleanup(func() { plain.Close(context.Background()) })
+	for _, conn := range []*pgx.Conn{routed, plain} {
+		benchCustomers(b, conn, rows)
+	}
+	return routed, plain, rows
 }
 
 // benchCustomers fills customers with rows of ids from 7800000, named
@@ -91,20 +98,9 @@ func benchCustomers(b *testing.B, conn *pgx.Conn, rows int) {
 //
 //	TESSERA_TEST_PORT_OFFSET=... go test -run '^$' -bench GatherLookupJoin ./router
 func BenchmarkGatherLookupJoin(b *testing.B) {
-	rows := 20000
-	if v, err := strconv.Atoi(os.Getenv("TESSERA_GATHER_BENCH_ROWS")); err == nil && v > 0 {
-		rows = v
-	}
 	ctx := context.Background()
-	routed, err := pgx.Connect(ctx, dsn("store"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer routed.Close(ctx)
-	plain := plainReference(b)
-	defer plain.Close(ctx)
+	routed, plain, rows := benchCustomerDatabases(b)
 	for _, conn := range []*pgx.Conn{routed, plain} {
-		benchCustomers(b, conn, rows)
 		for _, sql := range []string{
 			"CREATE TABLE IF NOT EXISTS lookup_bench_refs (id int PRIMARY KEY, cid bigint)",
 			"DELETE FROM lookup_bench_refs",

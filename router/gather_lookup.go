@@ -136,9 +136,12 @@ func lookupValue(lk *planner.GatherLookup, raw []byte) (elem string, key uint64,
 	if err != nil {
 		return "", 0, false
 	}
-	s := string(raw)
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`, key, true
+	return `"` + arrayElementEscaper.Replace(string(raw)) + `"`, key, true
 }
+
+// arrayElementEscaper escapes a value for a double-quoted element of an
+// array literal.
+var arrayElementEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 func fitsInteger(t shardfunc.ColumnType, v int64) bool {
 	switch t {

@@ -254,10 +254,8 @@ func (c *clientConn) paramLiterals(ctx context.Context, shard string, b *insertS
 		return nil, failure
 	}
 	var row [][]byte
-	for _, m := range msgs {
-		if len(m) > 0 && m[0] == 'D' {
-			row = pgwire.DataRowValues(m)
-		}
+	if rows := dataRows(msgs); len(rows) == 1 {
+		row = pgwire.DataRowValues(rows[0])
 	}
 	if len(row) != 2*len(oids) {
 		return nil, appendError(nil, "ERROR", pgerr.New(pgerr.InternalError, "shard %s gave %d values for %d parameters", shard, len(row), len(oids)))
@@ -294,6 +292,17 @@ func (c *clientConn) captureQuery(sql string) ([]byte, error) {
 	return sink.kept, err
 }
 
+// dataRows are the DataRows among a step's messages.
+func dataRows(msgs [][]byte) [][]byte {
+	var out [][]byte
+	for _, m := range msgs {
+		if len(m) > 0 && m[0] == 'D' {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // allText reports result format codes asking for text only.
 func allText(formats []int16) bool {
 	for _, f := range formats {
@@ -323,12 +332,7 @@ func (c *clientConn) binaryRows(ctx context.Context, shard string, desc []byte, 
 	if failure != nil {
 		return nil, failure
 	}
-	var out [][]byte
-	for _, m := range msgs {
-		if len(m) > 0 && m[0] == 'D' {
-			out = append(out, m)
-		}
-	}
+	out := dataRows(msgs)
 	if len(out) != len(rows) {
 		return nil, appendError(nil, "ERROR", pgerr.New(pgerr.InternalError, "shard %s converted %d rows of %d", shard, len(out), len(rows)))
 	}

@@ -26,26 +26,9 @@ import (
 // Postgres with the same tables.
 func TestInsertSelectThroughTheRouter(t *testing.T) {
 	ctx := context.Background()
-	snap, err := cluster.Store().GetTopology(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := snap.Topology
-	conn := connect(t, "store")
-	const (
-		target = "CREATE TABLE insel_target (customer_id bigint PRIMARY KEY, name text NOT NULL, amount int, note varchar(5), f float8)"
-		source = "CREATE TABLE insel_src (id bigint, name text, amount numeric, note text, f float8)"
-	)
-	mustExec(t, conn, "DROP TABLE IF EXISTS insel_target", "DROP TABLE IF EXISTS insel_src", target, source)
-	t.Cleanup(func() {
-		applyTopology(t, base)
-		mustExec(t, connect(t, "store"), "DROP TABLE IF EXISTS insel_target", "DROP TABLE IF EXISTS insel_src")
-	})
-	applyTopology(t, withTableInCustomerData(t, base, "insel_target"))
-	admin := direct(t, "shard-0", "postgres")
-	mustExec(t, admin, "DROP DATABASE IF EXISTS insel_reference", "CREATE DATABASE insel_reference")
-	ref := direct(t, "shard-0", "insel_reference")
-	mustExec(t, ref, target, source)
+	conn, ref := shardedTargetAndReference(t, "insel",
+		"CREATE TABLE insel_target (customer_id bigint PRIMARY KEY, name text NOT NULL, amount int, note varchar(5), f float8)",
+		"CREATE TABLE insel_src (id bigint, name text, amount numeric, note text, f float8)")
 
 	var rows []string
 	for i := range 40 {
@@ -114,7 +97,11 @@ func TestInsertSelectThroughTheRouter(t *testing.T) {
 		}
 	}
 	// Each row on the shard its key routes to.
-	placement := base.Resolve("store", "public", "customers")
+	snap, err := cluster.Store().GetTopology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placement := snap.Topology.Resolve("store", "public", "customers")
 	total := 0
 	for _, shard := range []string{"shard-0", "customer-shard-1", "customer-shard-2"} {
 		for _, id := range int64Column(t, direct(t, shard, "store"), "SELECT customer_id FROM insel_target") {
@@ -201,28 +188,10 @@ func int64Column(t *testing.T, conn *pgx.Conn, sql string) []int64 {
 // shard-0's Postgres, the reference; it returns sessions of both.
 func inselxTables(t *testing.T) (conn, ref *pgx.Conn) {
 	t.Helper()
-	ctx := context.Background()
-	snap, err := cluster.Store().GetTopology(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := snap.Topology
-	conn = connect(t, "store")
-	const (
-		target = "CREATE TABLE inselx_target (customer_id bigint PRIMARY KEY, name text NOT NULL, amount numeric, at timestamptz, note varchar(5))"
-		source = "CREATE TABLE inselx_src (id bigint, name text, amount numeric, at timestamptz)"
-		load   = "INSERT INTO inselx_src SELECT 7760000 + i, 'n' || i, i * 1.25, timestamptz '2024-02-29 12:00:00.123456+00' + i * interval '1 hour 1 second' FROM generate_series(0, 29) i"
-	)
-	mustExec(t, conn, "DROP TABLE IF EXISTS inselx_target", "DROP TABLE IF EXISTS inselx_src", target, source)
-	t.Cleanup(func() {
-		applyTopology(t, base)
-		mustExec(t, connect(t, "store"), "DROP TABLE IF EXISTS inselx_target", "DROP TABLE IF EXISTS inselx_src")
-	})
-	applyTopology(t, withTableInCustomerData(t, base, "inselx_target"))
-	admin := direct(t, "shard-0", "postgres")
-	mustExec(t, admin, "DROP DATABASE IF EXISTS inselx_reference", "CREATE DATABASE inselx_reference")
-	ref = direct(t, "shard-0", "inselx_reference")
-	mustExec(t, ref, target, source)
+	conn, ref = shardedTargetAndReference(t, "inselx",
+		"CREATE TABLE inselx_target (customer_id bigint PRIMARY KEY, name text NOT NULL, amount numeric, at timestamptz, note varchar(5))",
+		"CREATE TABLE inselx_src (id bigint, name text, amount numeric, at timestamptz)")
+	const load = "INSERT INTO inselx_src SELECT 7760000 + i, 'n' || i, i * 1.25, timestamptz '2024-02-29 12:00:00.123456+00' + i * interval '1 hour 1 second' FROM generate_series(0, 29) i"
 	mustExec(t, conn, load)
 	mustExec(t, ref, load)
 	return conn, ref
@@ -617,4 +586,30 @@ func rawBatch(batch []pgproto3.FrontendMessage) string {
 		names = append(names, fmt.Sprintf("%T", m))
 	}
 	return strings.Join(names, " ")
+}
+
+// shardedTargetAndReference makes prefix_target (target, its DDL) in the
+// store database, placed in customer_data for the test, and prefix_src
+// (source) unsharded, and both in prefix_reference, a plain database on
+// shard-0's Postgres; it returns sessions of the router and of the
+// reference. The topology and the tables are put back after the test.
+func shardedTargetAndReference(t *testing.T, prefix, target, source string) (conn, ref *pgx.Conn) {
+	t.Helper()
+	snap, err := cluster.Store().GetTopology(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := snap.Topology
+	drop := []string{"DROP TABLE IF EXISTS " + prefix + "_target", "DROP TABLE IF EXISTS " + prefix + "_src"}
+	conn = connect(t, "store")
+	mustExec(t, conn, append(drop, target, source)...)
+	t.Cleanup(func() {
+		applyTopology(t, base)
+		mustExec(t, connect(t, "store"), drop...)
+	})
+	applyTopology(t, withTableInCustomerData(t, base, prefix+"_target"))
+	mustExec(t, direct(t, "shard-0", "postgres"), "DROP DATABASE IF EXISTS "+prefix+"_reference", "CREATE DATABASE "+prefix+"_reference")
+	ref = direct(t, "shard-0", prefix+"_reference")
+	mustExec(t, ref, target, source)
+	return conn, ref
 }
